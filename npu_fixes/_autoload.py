@@ -1,0 +1,89 @@
+"""Automatic load at interpreter start, through a one-line ``.pth`` file.
+
+Standard library only. The ``.pth`` line is self-contained: it puts a tiny finder at
+the front of ``sys.meta_path`` that does nothing until ``torch`` starts importing; then
+it removes itself and imports :mod:`npu_fixes`, which arms the real post-import hooks.
+Running the line twice is harmless (the finder is inserted once), ``NPU_FIXES=0``
+skips it, and an error while importing ``npu_fixes`` is logged, never raised into the
+user's ``import torch``.
+"""
+
+from __future__ import annotations
+
+import os
+import sysconfig
+from pathlib import Path
+
+PTH_NAME = "npu_fixes-autoload.pth"
+
+FINDER_CODE = """\
+import os, sys
+if os.environ.get('NPU_FIXES', '').strip() != '0' and not any(
+        getattr(f, '_npu_fixes_autoload', False) for f in sys.meta_path):
+    class _NpuFixesAutoload:
+        _npu_fixes_autoload = True
+
+        @classmethod
+        def find_spec(cls, name, path=None, target=None):
+            if name == 'torch' and cls in sys.meta_path:
+                sys.meta_path.remove(cls)
+                try:
+                    import npu_fixes
+                except Exception as exc:
+                    import logging
+                    logging.getLogger('npu_fixes').warning(
+                        'npu_fixes autoload: cannot import npu_fixes (%s); '
+                        'run `npu-fixes autoload disable` to remove %s', exc, __SOURCE__)
+            return None
+    sys.meta_path.insert(0, _NpuFixesAutoload)
+"""
+
+#: The whole ``.pth`` file: one line, run by ``site`` because it starts with ``import``.
+PTH_LINE = "import sys; exec(%r)\n"
+
+
+def site_dir() -> Path:
+    """This environment's site-packages (where ``site`` reads ``.pth`` files)."""
+    return Path(sysconfig.get_path("purelib"))
+
+
+def pth_path(directory: str | os.PathLike[str] | None = None) -> Path:
+    """The ``.pth`` file in ``directory`` (default: :func:`site_dir`)."""
+    return Path(directory if directory is not None else site_dir()) / PTH_NAME
+
+
+def finder_code(source: str) -> str:
+    """The finder code, naming ``source`` (where it was armed from) in its warning."""
+    return FINDER_CODE.replace("__SOURCE__", repr(source))
+
+
+def pth_text(path: Path) -> str:
+    return PTH_LINE % (finder_code(str(path)),)
+
+
+def arm() -> None:
+    """Insert the finder now (what the ``.pth`` line does); for ``sitecustomize.py``."""
+    exec(finder_code("sitecustomize.py"), {})  # noqa: S102
+
+
+def enable(directory: str | os.PathLike[str] | None = None) -> Path:
+    """Write the ``.pth`` file (idempotent) and return its path."""
+    path = pth_path(directory)
+    text = pth_text(path)
+    if not path.is_file() or path.read_text() != text:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_text(text)
+    return path
+
+
+def disable(directory: str | os.PathLike[str] | None = None) -> bool:
+    """Remove the ``.pth`` file; return whether there was one."""
+    path = pth_path(directory)
+    if path.is_file():
+        path.unlink()
+        return True
+    return False
+
+
+def is_enabled(directory: str | os.PathLike[str] | None = None) -> bool:
+    return pth_path(directory).is_file()

@@ -1,0 +1,113 @@
+"""Audit a torch_npu install, source tree or wheel for the known defects.
+
+The code is loaded with :mod:`npu_fixes.host`; each fix's probe runs on the untouched
+code (``needed`` / ``fixed-upstream`` / ``absent`` / ``error``), then the needed fixes
+are installed on the loaded code and probed again (``verified`` / ``still-broken``).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import os
+from pathlib import Path
+from typing import Any
+
+from . import host
+from .core import Fix, Patcher, TargetMissing
+from .fixes import all_fixes
+
+NEEDED, FIXED_UPSTREAM, ABSENT, ERROR = "needed", "fixed-upstream", "absent", "error"
+VERIFIED, STILL_BROKEN, NOTHING = "verified", "still-broken", "-"
+
+
+@dataclasses.dataclass
+class FixAudit:
+    name: str
+    before: str
+    after: str
+    detail: str
+
+
+@dataclasses.dataclass
+class AuditReport:
+    version: str | None
+    path: str
+    fixes: list[FixAudit]
+
+    @property
+    def ok(self) -> bool:
+        """Nothing still broken and nothing we could not examine."""
+        return all(f.after != STILL_BROKEN and f.before != ERROR for f in self.fixes)
+
+    def as_dict(self) -> dict[str, Any]:
+        return {
+            "torch_npu": {"version": self.version, "path": self.path},
+            "fixes": [dataclasses.asdict(f) for f in self.fixes],
+        }
+
+
+def _short_name(fix: Fix) -> str:
+    return fix.module.removeprefix(host.BACKEND + ".")
+
+
+def _one_line(exc: BaseException) -> str:
+    text = f"{type(exc).__name__}: {exc}".splitlines()
+    return text[0] if text else type(exc).__name__
+
+
+def _before(fix: Fix, loaded: host.HostLoad) -> tuple[str, str]:
+    short = _short_name(fix)
+    if not loaded.has_backend:
+        return ABSENT, "this torch_npu has no triton_experimental backend"
+    if short in loaded.errors:
+        return ERROR, f"importing {short} failed: {loaded.errors[short]}"
+    module = loaded.module(short)
+    if module is None:
+        return ABSENT, f"no module {fix.module}"
+    try:
+        fix.locate(module)
+    except TargetMissing as exc:
+        return ABSENT, str(exc)
+    except Exception as exc:  # noqa: BLE001
+        return ERROR, _one_line(exc)
+    try:
+        probe = fix.probe(module)
+    except Exception as exc:  # noqa: BLE001
+        return ERROR, f"probe raised {_one_line(exc)}"
+    return (NEEDED if probe.defective else FIXED_UPSTREAM), probe.detail
+
+
+def _after(fix: Fix, loaded: host.HostLoad, patcher: Patcher) -> tuple[str, str]:
+    module = loaded.module(_short_name(fix))
+    assert module is not None
+    try:
+        fix.install(module, patcher)
+        probe = fix.probe(module)
+    except Exception as exc:  # noqa: BLE001
+        return STILL_BROKEN, f"repair raised {_one_line(exc)}"
+    return (STILL_BROKEN if probe.defective else VERIFIED), probe.detail
+
+
+def audit(location: str | os.PathLike[str] | None = None) -> AuditReport:
+    """Audit the torch_npu at ``location`` (default: the installed one) in this process.
+
+    Raises :class:`npu_fixes.host.NotTorchNpu` for a location that is not torch_npu.
+    """
+    import npu_fixes
+
+    if location is None:
+        found = host.installed_location()
+        if found is None:
+            raise host.NotTorchNpu("no torch_npu is installed here; pass --torch-npu PATH")
+        location = found
+    npu_fixes.registry().disarm()  # the audit installs on the loaded code itself
+    loaded = host.load(location)
+    patcher = Patcher()
+    results = []
+    for fix in all_fixes():
+        before, detail = _before(fix, loaded)
+        after = NOTHING
+        if before == NEEDED:
+            after, detail = _after(fix, loaded, patcher)
+        results.append(FixAudit(fix.name, before, after, detail))
+    return AuditReport(loaded.version, str(Path(location).resolve()), results)

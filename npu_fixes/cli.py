@@ -1,0 +1,129 @@
+"""The ``npu-fixes`` command: ``status``, ``audit`` and ``autoload``."""
+
+from __future__ import annotations
+
+import argparse
+import importlib
+import json
+import os
+import sys
+from typing import Sequence
+
+from . import _autoload
+
+EXIT_OK, EXIT_BROKEN, EXIT_USAGE = 0, 1, 2
+
+
+def _table(headers: Sequence[str], rows: Sequence[Sequence[str]]) -> str:
+    widths = [max(len(str(c)) for c in col) for col in zip(headers, *rows)]
+    lines = [headers, *rows]
+    return "\n".join(
+        "  ".join(str(c).ljust(w) for c, w in zip(line, widths)).rstrip() for line in lines
+    )
+
+
+def _import_stack() -> tuple[list[str], list[str]]:
+    """Import torch, torch_npu and the backend modules so that the hooks fire.
+
+    Returns one line per import that failed (a broken torch_npu is reported, never
+    raised) and the names of the modules that could not be imported.
+    """
+    from .host import BACKEND, BACKEND_MODULES
+
+    names = ["torch", "torch_npu", *(f"{BACKEND}.{m}" for m in BACKEND_MODULES)]
+    problems: list[str] = []
+    for i, name in enumerate(names):
+        try:
+            importlib.import_module(name)
+        except ModuleNotFoundError as exc:
+            if exc.name == name:
+                problems.append(f"{name}: not installed")
+            else:
+                problems.append(f"{name}: import failed: {exc}")
+        except Exception as exc:  # noqa: BLE001 - report, never a traceback
+            problems.append(f"{name}: import failed: {type(exc).__name__}: {exc}")
+        else:
+            continue
+        if name in {"torch", "torch_npu"}:  # nothing below can import either
+            return problems, names[i:]
+    return problems, [n for n in names if n not in sys.modules]
+
+
+def cmd_status(args: argparse.Namespace) -> int:
+    import npu_fixes
+
+    problems, missing = _import_stack()
+    registry = npu_fixes.registry()
+    for name in missing:
+        registry.mark_absent(name, f"module {name} cannot be imported here")
+    records = npu_fixes.status()
+    if args.json:
+        print(json.dumps({"imports": problems, "fixes": [r.as_dict() for r in records]}, indent=2))
+        return EXIT_OK
+    for line in problems:
+        print(f"note: {line}")
+    rows = [(r.name, r.state.value, r.target, r.detail) for r in records]
+    print(_table(("fix", "state", "target", "detail"), rows))
+    return EXIT_OK
+
+
+def cmd_audit(args: argparse.Namespace) -> int:
+    from . import host
+    from .audit import audit
+
+    try:
+        report = audit(args.torch_npu)
+    except (host.NotTorchNpu, host.RealTorchNpuLoaded) as exc:
+        print(f"npu-fixes audit: {exc}", file=sys.stderr)
+        return EXIT_USAGE
+    if args.json:
+        print(json.dumps(report.as_dict(), indent=2))
+    else:
+        print(f"torch_npu {report.version or 'unknown version'} at {report.path}")
+        rows = [(f.name, f.before, f.after, f.detail) for f in report.fixes]
+        print(_table(("fix", "before", "after", "detail"), rows))
+    return EXIT_OK if report.ok else EXIT_BROKEN
+
+
+def cmd_autoload(args: argparse.Namespace) -> int:
+    path = _autoload.pth_path(args.site_dir)
+    if args.action == "enable":
+        _autoload.enable(args.site_dir)
+        print(f"autoload enabled: {path}")
+    elif args.action == "disable":
+        removed = _autoload.disable(args.site_dir)
+        print(f"autoload disabled: {'removed ' if removed else 'there was no '}{path}")
+    else:
+        print(f"autoload {'enabled' if _autoload.is_enabled(args.site_dir) else 'disabled'}: {path}")
+    return EXIT_OK
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(
+        prog="npu-fixes", description="Run-time repairs for torch_npu's triton_experimental backend."
+    )
+    sub = parser.add_subparsers(dest="command", required=True)
+    status = sub.add_parser("status", help="what npu_fixes did in this interpreter")
+    status.add_argument("--json", action="store_true", help="print JSON")
+    status.set_defaults(func=cmd_status)
+    audit = sub.add_parser("audit", help="which known defects a torch_npu install, tree or wheel has")
+    audit.add_argument("--torch-npu", metavar="PATH", help="install dir, source tree or .whl "
+                       "(default: the installed torch_npu)")
+    audit.add_argument("--json", action="store_true", help="print JSON")
+    audit.set_defaults(func=cmd_audit)
+    autoload = sub.add_parser("autoload", help="load npu_fixes at every interpreter start (.pth)")
+    autoload.add_argument("action", choices=("enable", "disable", "status"))
+    autoload.add_argument("--site-dir", metavar="DIR", help="site-packages to use (default: this environment's)")
+    autoload.set_defaults(func=cmd_autoload)
+    return parser
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    args = build_parser().parse_args(argv)
+    if args.command == "audit":  # the audited code is host-loaded, never imported for real
+        os.environ.setdefault("TORCH_DEVICE_BACKEND_AUTOLOAD", "0")
+    return int(args.func(args))
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

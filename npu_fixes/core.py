@@ -1,0 +1,382 @@
+"""Fix records, states, the wrapt-based patcher, environment switches and the registry.
+
+A :class:`Fix` names one defect: the module that holds its targets, the dotted
+attributes it wraps, version windows, a behavioural *probe* and an *install* step.
+The :class:`Registry` decides, when the target module is imported, what happens to
+each fix and records it as a :class:`FixRecord`.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import enum
+import inspect
+import logging
+import os
+import sys
+import threading
+from types import ModuleType
+from typing import Any, Callable, Iterable
+
+from packaging.specifiers import SpecifierSet
+
+from . import versions
+
+logger = logging.getLogger("npu_fixes")
+
+ENV_MASTER = "NPU_FIXES"
+ENV_DISABLE = "NPU_FIXES_DISABLE"
+
+
+class State(str, enum.Enum):
+    """What happened to one fix in this interpreter."""
+
+    PENDING = "pending"  # target module not imported yet
+    APPLIED = "applied"  # probe found the defect; target wrapped
+    NOT_NEEDED = "not-needed"  # probe: fixed upstream; target untouched
+    OUT_OF_WINDOW = "out-of-window"  # version outside the fix's window
+    ABSENT = "absent"  # module or attribute missing
+    DISABLED = "disabled"  # turned off by the environment
+    FAILED = "failed"  # probe or install raised; target untouched
+    UNDONE = "undone"  # restored by npu_fixes.undo()
+
+
+@dataclasses.dataclass(frozen=True)
+class Probe:
+    """Outcome of a behavioural probe: is the defect present, and why we think so."""
+
+    defective: bool
+    detail: str
+
+
+class TargetMissing(LookupError):
+    """A fix's target attribute does not exist in the loaded module."""
+
+
+@dataclasses.dataclass(frozen=True)
+class Fix:
+    """One runtime repair.
+
+    ``probe(module)`` inspects the live target module and reports whether it shows the
+    defect. ``install(module, patcher)`` wraps the targets through ``patcher`` so that
+    the corrected rule is used. ``signatures`` maps a target to the leading parameter
+    names it must have; a mismatch means upstream changed the code and we keep out.
+    """
+
+    name: str
+    summary: str
+    module: str
+    targets: tuple[str, ...]
+    probe: Callable[[ModuleType], Probe]
+    install: Callable[[ModuleType, "Patcher"], None]
+    torch_window: SpecifierSet = SpecifierSet(">=2.13.0.dev0,<2.15")
+    torch_npu_window: SpecifierSet = SpecifierSet(">=2.13.0.dev0,<2.15")
+    signatures: dict[str, tuple[str, ...]] = dataclasses.field(default_factory=dict)
+
+    def locate(self, module: ModuleType) -> dict[str, Any]:
+        """Resolve every target in ``module``; raise TargetMissing or TypeError (signature)."""
+        found = {}
+        for dotted in self.targets:
+            owner, attr = resolve_owner(module, dotted)
+            found[dotted] = inspect.getattr_static(owner, attr)
+            expected = self.signatures.get(dotted)
+            if expected is not None:
+                check_signature(dotted, getattr(owner, attr), expected)
+        return found
+
+
+def resolve_owner(module: ModuleType, dotted: str) -> tuple[Any, str]:
+    """Return ``(owner, attr)`` for ``dotted`` inside ``module``."""
+    *path, attr = dotted.split(".")
+    owner: Any = module
+    for part in path:
+        if not hasattr(owner, part):
+            raise TargetMissing(f"{module.__name__}.{dotted}: no attribute {part!r}")
+        owner = getattr(owner, part)
+    try:
+        inspect.getattr_static(owner, attr)
+    except AttributeError:
+        raise TargetMissing(f"{module.__name__}.{dotted}: no attribute {attr!r}") from None
+    return owner, attr
+
+
+def check_signature(dotted: str, func: Any, expected: tuple[str, ...]) -> None:
+    """Raise TypeError when ``func``'s leading parameters are not ``expected``."""
+    params = [p for p in inspect.signature(func).parameters if p != "self"]
+    if tuple(params[: len(expected)]) != expected:
+        raise TypeError(
+            f"{dotted} has parameters ({', '.join(params)}); expected "
+            f"({', '.join(expected)}): upstream changed it, left untouched"
+        )
+
+
+@dataclasses.dataclass
+class FixRecord:
+    """The state of one fix in this interpreter (what ``npu_fixes.status()`` returns)."""
+
+    name: str
+    state: State
+    target: str
+    detail: str = ""
+    torch_version: str | None = None
+    torch_npu_version: str | None = None
+
+    def as_dict(self) -> dict[str, Any]:
+        data = dataclasses.asdict(self)
+        data["state"] = self.state.value
+        return data
+
+
+@dataclasses.dataclass
+class _Patch:
+    owner: Any  # object (attribute patch) or mapping (item patch)
+    name: Any  # attribute name or mapping key
+    original: Any
+    replacement: Any
+    is_item: bool
+    had_own: bool = True  # attribute lived in owner.__dict__ (else it was inherited)
+
+    def restore(self) -> None:
+        if self.is_item:
+            if self.owner.get(self.name) is self.replacement:  # a reload may have replaced it
+                self.owner[self.name] = self.original
+        elif self.had_own:
+            setattr(self.owner, self.name, self.original)
+        else:
+            delattr(self.owner, self.name)
+
+
+class Patcher:
+    """Wraps attributes with wrapt (and replaces table entries), remembering the true
+    original exactly once so that :meth:`restore` puts back the very same objects."""
+
+    def __init__(self) -> None:
+        self._patches: dict[tuple[int, Any], _Patch] = {}
+
+    def wrap(self, owner: Any, attr: str, wrapper: Callable[..., Any]) -> Any:
+        """Replace ``owner.attr`` by a ``wrapt.FunctionWrapper``; applying twice wraps once."""
+        import wrapt
+
+        key = (id(owner), attr)
+        if key in self._patches:
+            return self._patches[key].replacement
+        had_own = attr in vars(owner)
+        original = inspect.getattr_static(owner, attr)
+        wrapped = wrapt.FunctionWrapper(original, wrapper)
+        setattr(owner, attr, wrapped)
+        self._patches[key] = _Patch(owner, attr, original, wrapped, False, had_own)
+        return wrapped
+
+    def wrap_path(self, module: ModuleType, dotted: str, wrapper: Callable[..., Any]) -> Any:
+        """:meth:`wrap` for a dotted target inside ``module``."""
+        owner, attr = resolve_owner(module, dotted)
+        return self.wrap(owner, attr, wrapper)
+
+    def set_item(self, mapping: Any, key: Any, value: Any) -> None:
+        """``mapping[key] = value``, restorable; the first original is the one kept."""
+        patch_key = (id(mapping), key)
+        patch = self._patches.get(patch_key)
+        if patch is not None and mapping.get(key) is patch.replacement:
+            patch.replacement = value
+        else:
+            self._patches[patch_key] = _Patch(mapping, key, mapping[key], value, True)
+        mapping[key] = value
+
+    def is_wrapped(self, owner: Any, attr: str) -> bool:
+        patch = self._patches.get((id(owner), attr))
+        return patch is not None and inspect.getattr_static(owner, attr, None) is patch.replacement
+
+    def original(self, owner: Any, attr: str) -> Any:
+        """The object that stood at ``owner.attr`` (or ``owner[attr]``) before we patched it."""
+        return self._patches[(id(owner), attr)].original
+
+    def restore(self) -> int:
+        """Put every original back, newest patch first; return how many were restored."""
+        count = 0
+        while self._patches:
+            _, patch = self._patches.popitem()
+            patch.restore()
+            count += 1
+        return count
+
+    def rollback(self, mark: int) -> None:
+        """Undo the patches made after ``len(self)`` was ``mark``."""
+        while len(self._patches) > mark:
+            _, patch = self._patches.popitem()
+            patch.restore()
+
+    def __len__(self) -> int:
+        return len(self._patches)
+
+
+def disabled_names(environ: dict[str, str] | None = None) -> tuple[bool, set[str], list[str]]:
+    """Parse the switches: (everything off, names turned off, unknown names)."""
+    from .fixes import FIX_NAMES
+
+    env = os.environ if environ is None else environ
+    master_off = env.get(ENV_MASTER, "").strip().lower() in {"0", "false", "off", "no"}
+    raw = env.get(ENV_DISABLE, "")
+    names = {n.strip() for n in raw.split(",") if n.strip()}
+    if "all" in names:
+        return master_off, set(FIX_NAMES), []
+    unknown = sorted(names - set(FIX_NAMES))
+    return master_off, names & set(FIX_NAMES), unknown
+
+
+class Registry:
+    """Evaluates fixes when their modules import, and keeps one record per fix."""
+
+    def __init__(self, fixes: Iterable[Fix]) -> None:
+        self.fixes = {fix.name: fix for fix in fixes}
+        self.patcher = Patcher()
+        self.records = {
+            fix.name: FixRecord(fix.name, State.PENDING, f"{fix.module}.{fix.targets[0]}")
+            for fix in self.fixes.values()
+        }
+        self._lock = threading.RLock()
+        self._armed = False
+        self._hooks_registered: set[str] = set()
+        self._owned: dict[str, list[tuple[Any, str]]] = {name: [] for name in self.fixes}
+        self._warned_env = False
+
+    # -- environment -----------------------------------------------------------------
+    def _switches(self) -> tuple[bool, set[str]]:
+        master_off, names, unknown = disabled_names()
+        if unknown and not self._warned_env:
+            self._warned_env = True
+            logger.warning(
+                "%s names unknown fix(es) %s; valid names: %s",
+                ENV_DISABLE,
+                ", ".join(unknown),
+                ", ".join(self.fixes),
+            )
+        return master_off, names
+
+    # -- arming ------------------------------------------------------------------------
+    def arm(self) -> None:
+        """Register post-import hooks; a fix applies when its module is (or was) imported."""
+        import wrapt
+
+        with self._lock:
+            master_off, _ = self._switches()
+            if master_off:
+                for rec in self.records.values():
+                    rec.state, rec.detail = State.DISABLED, f"{ENV_MASTER}=0"
+                return
+            self._armed = True
+            for module_name in {fix.module for fix in self.fixes.values()}:
+                if module_name not in self._hooks_registered:
+                    self._hooks_registered.add(module_name)
+                    wrapt.register_post_import_hook(self._on_import, module_name)
+                elif module_name in sys.modules:
+                    self._on_import(sys.modules[module_name])
+
+    def disarm(self) -> None:
+        """Stop reacting to imports (wrapt offers no unregister; the hook checks this flag)."""
+        with self._lock:
+            self._armed = False
+
+    def _on_import(self, module: ModuleType) -> None:
+        if not self._armed:
+            return
+        with self._lock:
+            for fix in self.fixes.values():
+                if fix.module == module.__name__:
+                    self.evaluate(fix, module)
+
+    # -- evaluation --------------------------------------------------------------------
+    def evaluate(self, fix: Fix, module: ModuleType) -> FixRecord:
+        """Decide and record the state of ``fix`` for the loaded ``module``."""
+        with self._lock:
+            rec = self.records[fix.name]
+            if rec.state is State.APPLIED and self._targets_still_ours(fix, module):
+                return rec
+            torch_v, npu_v = versions.torch_version(), versions.torch_npu_version()
+            rec.torch_version, rec.torch_npu_version = torch_v, npu_v
+            state, detail = self._decide(fix, module, torch_v, npu_v)
+            rec.state, rec.detail = state, detail
+            if state is State.APPLIED:
+                logger.info(
+                    "applied %s: wrapped %s (torch %s, torch_npu %s)",
+                    fix.name,
+                    ", ".join(f"{fix.module}.{t}" for t in fix.targets),
+                    torch_v or "unknown",
+                    npu_v or "unknown",
+                )
+            elif state is State.FAILED:
+                logger.warning("npu_fixes: %s failed and was left untouched: %s", fix.name, detail)
+            return rec
+
+    def _targets_still_ours(self, fix: Fix, module: ModuleType) -> bool:
+        try:
+            return all(self.patcher.is_wrapped(*resolve_owner(module, t)) for t in fix.targets)
+        except TargetMissing:
+            return False
+
+    def _decide(
+        self, fix: Fix, module: ModuleType, torch_v: str | None, npu_v: str | None
+    ) -> tuple[State, str]:
+        master_off, off = self._switches()
+        if master_off:
+            return State.DISABLED, f"{ENV_MASTER}=0"
+        if fix.name in off:
+            return State.DISABLED, f"{ENV_DISABLE} names {fix.name}"
+        for label, spec, version in (
+            ("torch", fix.torch_window, torch_v),
+            ("torch_npu", fix.torch_npu_window, npu_v),
+        ):
+            if not versions.in_window(version, spec):
+                return State.OUT_OF_WINDOW, f"{label} {version} not in {spec}"
+        try:
+            fix.locate(module)
+        except TargetMissing as exc:
+            return State.ABSENT, str(exc)
+        except Exception as exc:  # noqa: BLE001 - a changed target must never break imports
+            return State.FAILED, f"target check raised {type(exc).__name__}: {exc}"
+        try:
+            probe = fix.probe(module)
+        except Exception as exc:  # noqa: BLE001
+            return State.FAILED, f"probe raised {type(exc).__name__}: {exc}"
+        if not probe.defective:
+            return State.NOT_NEEDED, probe.detail
+        mark = len(self.patcher)
+        try:
+            fix.install(module, self.patcher)
+        except Exception as exc:  # noqa: BLE001
+            self.patcher.rollback(mark)
+            return State.FAILED, f"install raised {type(exc).__name__}: {exc}"
+        return State.APPLIED, probe.detail
+
+    # -- public operations ----------------------------------------------------------------
+    def apply(self) -> list[FixRecord]:
+        """(Re-)arm the hooks and evaluate every fix whose module is already imported."""
+        with self._lock:
+            self.arm()
+            if self._armed:
+                for fix in self.fixes.values():
+                    module = sys.modules.get(fix.module)
+                    if module is not None:
+                        self.evaluate(fix, module)
+            return self.status()
+
+    def undo(self) -> int:
+        """Restore every original object and stop reacting to imports."""
+        with self._lock:
+            self.disarm()
+            count = self.patcher.restore()
+            for rec in self.records.values():
+                if rec.state is State.APPLIED:
+                    rec.state, rec.detail = State.UNDONE, "restored by npu_fixes.undo()"
+            return count
+
+    def mark_absent(self, module_name: str, detail: str) -> None:
+        """Record the still-pending fixes of a module that cannot be imported as absent."""
+        with self._lock:
+            for fix in self.fixes.values():
+                rec = self.records[fix.name]
+                if fix.module == module_name and rec.state is State.PENDING:
+                    rec.state, rec.detail = State.ABSENT, detail
+
+    def status(self) -> list[FixRecord]:
+        with self._lock:
+            return [dataclasses.replace(rec) for rec in self.records.values()]

@@ -1,0 +1,220 @@
+"""Load a torch_npu's ``triton_experimental`` Python code on a machine without CANN or NPU.
+
+``torch_npu/__init__.py`` needs the CANN libraries, so it is never run: the parent
+packages ``torch_npu`` and ``torch_npu._inductor`` are provided as bare packages that
+point at the real directories, ``torch_npu/version.py`` is loaded on its own, the
+``triton_experimental.device`` module (NPU runtime wiring) is replaced by a small
+stand-in, and the ``torch.ops.npu`` schemas that module bodies reference are defined
+with ``torch.library``. The backend's own modules are then imported for real.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import importlib
+import importlib.util
+import os
+import re
+import shutil
+import sys
+import tempfile
+import types
+import zipfile
+from pathlib import Path
+
+BACKEND = "torch_npu._inductor.triton_experimental"
+#: Modules that hold fix targets, imported in this order when present.
+BACKEND_MODULES = ("npu_triton_heuristics", "codegen.triton", "lowering")
+
+#: Schemas of ``torch.ops.npu`` ops referenced at import time by the backend.
+NPU_SCHEMAS = {
+    "npu_dtype_cast": "npu_dtype_cast(Tensor self, ScalarType dtype) -> Tensor",
+    "npu_dtype_cast_backward": "npu_dtype_cast_backward(Tensor grad, ScalarType dtype) -> Tensor",
+    "_npu_dtype_cast": "_npu_dtype_cast(Tensor self, ScalarType dtype) -> Tensor",
+    "_npu_dtype_cast_backward": "_npu_dtype_cast_backward(Tensor grad, ScalarType dtype) -> Tensor",
+    "_npu_dropout": "_npu_dropout(Tensor self, float p) -> (Tensor, Tensor)",
+}
+_MISSING_OP = re.compile(r"'_OpNamespace' 'npu' object has no attribute '(\w+)'")
+_MAX_SCHEMA_RETRIES = 20
+
+
+class NotTorchNpu(ValueError):
+    """The given location is not a torch_npu install, source tree or wheel."""
+
+
+class RealTorchNpuLoaded(RuntimeError):
+    """A real torch_npu is already imported; host-loading would mix two of them."""
+
+
+@dataclasses.dataclass
+class HostLoad:
+    """What was loaded: the root holding ``torch_npu/``, its version and the modules."""
+
+    root: Path
+    source: Path
+    version: str | None
+    has_backend: bool
+    modules: dict[str, types.ModuleType]
+    errors: dict[str, str]
+
+    def module(self, short: str) -> types.ModuleType | None:
+        """A loaded backend module by short name, e.g. ``"lowering"``."""
+        return self.modules.get(short)
+
+
+def find_root(location: str | os.PathLike[str]) -> Path:
+    """Return the directory that contains ``torch_npu/`` for an installed package dir,
+    a site-packages dir or a source tree; raise :class:`NotTorchNpu` otherwise."""
+    path = Path(location).resolve()
+    if not path.exists():
+        raise NotTorchNpu(f"{path}: no such file or directory")
+    if path.is_dir() and path.name == "torch_npu" and (path / "__init__.py").is_file():
+        return path.parent
+    if (path / "torch_npu" / "__init__.py").is_file():
+        return path
+    raise NotTorchNpu(
+        f"{path} is not a torch_npu install, source tree or wheel "
+        "(expected a torch_npu/__init__.py in it or below it, or a .whl file)"
+    )
+
+
+def extract_wheel(wheel: Path, dest: Path) -> Path:
+    """Extract the Python files of ``torch_npu`` from ``wheel`` into ``dest``."""
+    try:
+        archive = zipfile.ZipFile(wheel)
+    except zipfile.BadZipFile as exc:
+        raise NotTorchNpu(f"{wheel}: not a readable wheel ({exc})") from None
+    with archive:
+        names = [n for n in archive.namelist() if n.startswith("torch_npu/") and n.endswith(".py")]
+        if "torch_npu/__init__.py" not in names:
+            raise NotTorchNpu(f"{wheel}: wheel has no torch_npu/__init__.py")
+        for name in names:
+            archive.extract(name, dest)
+    return dest
+
+
+def installed_location() -> Path | None:
+    """Directory of the installed torch_npu package, found without importing it."""
+    spec = importlib.util.find_spec("torch_npu")
+    if spec is None or not spec.submodule_search_locations:
+        return None
+    return Path(next(iter(spec.submodule_search_locations)))
+
+
+def _bare_package(name: str, path: Path) -> types.ModuleType:
+    module = types.ModuleType(name)
+    module.__path__ = [str(path)]
+    module.__package__ = name
+    module.__file__ = None
+    sys.modules[name] = module
+    return module
+
+
+def _device_stand_in() -> types.ModuleType:
+    """Replacement for ``triton_experimental.device``: a raw stream of 0, no registration."""
+    module = types.ModuleType(f"{BACKEND}.device")
+    module.__doc__ = "npu_fixes host stand-in: no NPU runtime on this machine."
+    module.get_current_raw_stream = lambda device_index=0: 0
+    for name in ("register_backend_for_npu", "register_device_op_overrides_for_npu",
+                 "register_interface_for_npu"):
+        setattr(module, name, lambda: None)
+    return module
+
+
+_LIBRARY: list = []  # keeps the torch.library fragment alive
+
+
+def _define_npu_op(name: str, schema: str | None = None) -> None:
+    import torch
+
+    if hasattr(torch.ops.npu, name):
+        return
+    if not _LIBRARY:
+        _LIBRARY.append(torch.library.Library("npu", "FRAGMENT"))
+    _LIBRARY[0].define(schema or f"{name}(Tensor self) -> Tensor")
+
+
+def _load_version(root: Path) -> str | None:
+    module = types.ModuleType("torch_npu.version")
+    path = root / "torch_npu" / "version.py"
+    if path.is_file():
+        exec(compile(path.read_text(), str(path), "exec"), module.__dict__)  # noqa: S102
+    sys.modules["torch_npu.version"] = module
+    version = getattr(module, "__version__", None)
+    return str(version) if version else None
+
+
+def _import_with_schemas(name: str) -> types.ModuleType:
+    """Import ``name``; an unknown ``torch.ops.npu`` op gets a generic schema, then retry."""
+    for _ in range(_MAX_SCHEMA_RETRIES):
+        try:
+            return importlib.import_module(name)
+        except AttributeError as exc:
+            missing = _MISSING_OP.search(str(exc))
+            if not missing:
+                raise
+            sys.modules.pop(name, None)
+            _define_npu_op(missing.group(1))
+    raise ImportError(f"{name}: too many unknown torch.ops.npu ops")
+
+
+def unload() -> None:
+    """Forget every ``torch_npu`` module (host-loaded or not) from ``sys.modules``."""
+    for name in [n for n in sys.modules if n == "torch_npu" or n.startswith("torch_npu.")]:
+        del sys.modules[name]
+
+
+def load(location: str | os.PathLike[str], workdir: str | os.PathLike[str] | None = None) -> HostLoad:
+    """Load the ``triton_experimental`` modules of the torch_npu at ``location``.
+
+    ``location`` is an installed ``torch_npu`` directory, a directory containing
+    ``torch_npu/`` (site-packages or a source tree) or a ``.whl`` file. Wheels are
+    extracted into ``workdir`` (a temporary directory by default). The modules are
+    registered in ``sys.modules`` under their real names, so post-import hooks fire.
+    """
+    source = Path(location)
+    if source.is_file() and source.suffix == ".whl":
+        dest = Path(workdir) if workdir else Path(tempfile.mkdtemp(prefix="npu_fixes_wheel_"))
+        root = extract_wheel(source, dest)
+    elif source.is_file():
+        raise NotTorchNpu(f"{source}: a file that is not a .whl")
+    else:
+        root = find_root(source)
+
+    existing = sys.modules.get("torch_npu")
+    if existing is not None and getattr(existing, "__file__", None):
+        raise RealTorchNpuLoaded(
+            "a real torch_npu is already imported in this process; "
+            "host-load in a fresh process with TORCH_DEVICE_BACKEND_AUTOLOAD=0"
+        )
+    os.environ.setdefault("TORCH_DEVICE_BACKEND_AUTOLOAD", "0")
+    import torch  # noqa: F401  (the backend modules need it)
+
+    unload()
+    _bare_package("torch_npu", root / "torch_npu")
+    _bare_package("torch_npu._inductor", root / "torch_npu" / "_inductor")
+    version = _load_version(root)
+    backend_dir = root / "torch_npu" / "_inductor" / "triton_experimental"
+    load_result = HostLoad(root, source.resolve(), version, backend_dir.is_dir(), {}, {})
+    if not load_result.has_backend:
+        return load_result
+
+    for op, schema in NPU_SCHEMAS.items():
+        _define_npu_op(op, schema)
+    sys.modules[f"{BACKEND}.device"] = _device_stand_in()
+    for short in BACKEND_MODULES:
+        relative = Path(*short.split("."))
+        if not ((backend_dir / f"{relative}.py").is_file() or (backend_dir / relative).is_dir()):
+            continue
+        try:
+            load_result.modules[short] = _import_with_schemas(f"{BACKEND}.{short}")
+        except Exception as exc:  # noqa: BLE001 - reported per module
+            load_result.errors[short] = f"{type(exc).__name__}: {exc}"
+    return load_result
+
+
+def cleanup(result: HostLoad) -> None:
+    """Unload and remove a wheel extraction made by :func:`load`."""
+    unload()
+    if result.source.suffix == ".whl" and result.root.name.startswith("npu_fixes_wheel_"):
+        shutil.rmtree(result.root, ignore_errors=True)

@@ -1,0 +1,128 @@
+"""Shared fixtures: pinned torch_npu wheels, fresh-interpreter runs, throwaway modules."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+import textwrap
+from pathlib import Path
+
+import pytest
+
+REPO = Path(__file__).resolve().parent.parent
+WHEEL_DIR = Path(os.environ.get("NPU_FIXES_WHEELS", REPO / ".cache" / "wheels"))
+PINNED = ("2.12.0.post3", "2.13.0", "2.14.0")
+FIXED_UPSTREAM = ("2.13.0", "2.14.0")
+
+
+def wheel_path(version: str) -> Path:
+    """The pinned torch_npu wheel; `scripts/test.sh` downloads them."""
+    found = sorted(WHEEL_DIR.glob(f"torch_npu-{version}-*.whl"))
+    if not found:
+        pytest.fail(
+            f"torch_npu {version} wheel not found in {WHEEL_DIR}; run `bash scripts/test.sh` "
+            "(it downloads the pinned wheels) or set NPU_FIXES_WHEELS"
+        )
+    return found[0]
+
+
+def run_python(code: str, env: dict[str, str] | None = None, check: bool = True,
+               args: list[str] | None = None) -> subprocess.CompletedProcess[str]:
+    """Run ``code`` in a fresh interpreter with the repo importable."""
+    full_env = {k: v for k, v in os.environ.items() if not k.startswith("NPU_FIXES")}
+    full_env["NPU_FIXES_WHEELS"] = str(WHEEL_DIR)
+    full_env["TORCH_DEVICE_BACKEND_AUTOLOAD"] = "0"
+    full_env["PYTHONPATH"] = os.pathsep.join(filter(None, [str(REPO), os.environ.get("PYTHONPATH")]))
+    full_env.update(env or {})
+    proc = subprocess.run(
+        [sys.executable, *(args or []), "-c", textwrap.dedent(code)],
+        capture_output=True, text=True, env=full_env, cwd=REPO, timeout=600,
+    )
+    if check and proc.returncode != 0:
+        raise AssertionError(f"subprocess failed ({proc.returncode}):\n{proc.stdout}\n{proc.stderr}")
+    return proc
+
+
+def last_json(proc: subprocess.CompletedProcess[str]):
+    """The JSON document printed on the last stdout line."""
+    return json.loads(proc.stdout.strip().splitlines()[-1])
+
+
+@pytest.fixture
+def make_module(tmp_path, monkeypatch):
+    """Write a module into a temp dir on sys.path; return its name (not yet imported)."""
+    monkeypatch.syspath_prepend(str(tmp_path))
+    created = []
+
+    def make(name: str, source: str) -> str:
+        (tmp_path / f"{name}.py").write_text(textwrap.dedent(source))
+        created.append(name)
+        return name
+
+    yield make
+    for name in created:
+        sys.modules.pop(name, None)
+
+
+def _load_prefix_tool():
+    import importlib.util
+
+    spec = importlib.util.spec_from_file_location("make_prefix_copy", REPO / "examples" / "make_prefix_copy.py")
+    module = importlib.util.module_from_spec(spec)
+    sys.modules.setdefault("make_prefix_copy", module)
+    spec.loader.exec_module(module)
+    return module
+
+
+@pytest.fixture(scope="session")
+def prefix_copy(tmp_path_factory):
+    """Build (once per arguments) a pre-fix copy of a pinned wheel; returns its root dir,
+    the directory containing ``torch_npu/``, usable with ``npu_fixes.host.load``."""
+    tool = _load_prefix_tool()
+    built: dict[tuple[str, tuple[str, ...]], Path] = {}
+
+    def build(defects: tuple[str, ...] | str = "all", version: str = "2.13.0") -> Path:
+        chosen = tuple(str(d) for d in tool.DEFECTS) if defects == "all" else tuple(
+            [defects] if isinstance(defects, str) else defects
+        )
+        key = (version, chosen)
+        if key not in built:
+            out = tmp_path_factory.mktemp(f"prefix-{version}-{'-'.join(chosen) or 'none'}"[:60])
+            tool.build_prefix_copy(wheel_path(version), out, chosen)
+            built[key] = out
+        return built[key]
+
+    return build
+
+
+#: Loads npu_fixes/host.py as a module of its own, so that the npu_fixes package (and
+#: its hooks) is not imported.
+STANDALONE_HOST = f"""
+import importlib.util as _ilu
+_spec = _ilu.spec_from_file_location("npu_fixes_host_standalone", {str(REPO / 'npu_fixes' / 'host.py')!r})
+host = _ilu.module_from_spec(_spec)
+sys.modules[_spec.name] = host
+_spec.loader.exec_module(host)
+"""
+
+
+def host_check(location: Path | str, body: str, env: dict[str, str] | None = None) -> dict:
+    """Host-load ``location`` in a fresh interpreter, run ``body`` and return its JSON.
+
+    ``body`` sees ``loaded`` (npu_fixes.host.HostLoad), ``mods`` (short name -> module)
+    and ``result`` (a dict it fills). The loader runs from its file, without importing
+    the npu_fixes package, so nothing is armed until ``body`` imports npu_fixes (its
+    hooks then fire at once).
+    """
+    code = (
+        "import json, sys\n"
+        + STANDALONE_HOST
+        + f"loaded = host.load({str(location)!r})\n"
+        "mods = loaded.modules\n"
+        "result = {}\n"
+        + textwrap.dedent(body)
+        + "\nprint(json.dumps(result, default=str))\n"
+    )
+    return last_json(run_python(code, env=env))

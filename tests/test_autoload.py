@@ -1,0 +1,96 @@
+"""Autoload through a one-line .pth: idempotent, stdlib-only, arms only once torch imports."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from npu_fixes import _autoload
+from tests.conftest import REPO, last_json, run_python
+
+
+def test_enable_is_idempotent_and_disable_removes(tmp_path):
+    path = _autoload.enable(tmp_path)
+    text = path.read_text()
+    assert path.name == _autoload.PTH_NAME
+    assert text.count("\n") == 1 and text.startswith("import ")
+    assert _autoload.enable(tmp_path) == path and path.read_text() == text
+    assert _autoload.is_enabled(tmp_path)
+    assert _autoload.disable(tmp_path) is True and not path.exists()
+    assert _autoload.disable(tmp_path) is False
+
+
+def test_enable_never_touches_sitecustomize(tmp_path):
+    custom = tmp_path / "sitecustomize.py"
+    custom.write_text("# the user's own\n")
+    _autoload.enable(tmp_path)
+    _autoload.disable(tmp_path)
+    assert custom.read_text() == "# the user's own\n"
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["sitecustomize.py"]
+
+
+PROCESS = """
+import json, site, sys
+site.addsitedir({site!r})
+site.addsitedir({site!r})  # a .pth may be executed twice
+finders = [f for f in sys.meta_path if getattr(f, "_npu_fixes_autoload", False)]
+before = {{"finders": len(finders), "npu_fixes": "npu_fixes" in sys.modules, "wrapt": "wrapt" in sys.modules}}
+{then}
+print(json.dumps({{"before": before, "after": after}}))
+"""
+
+
+def run_with_pth(tmp_path: Path, then: str, env=None) -> dict:
+    _autoload.enable(tmp_path)
+    return last_json(run_python(PROCESS.format(site=str(tmp_path), then=then), env=env))
+
+
+def test_pth_arms_only_when_torch_imports(tmp_path):
+    res = run_with_pth(tmp_path, """
+import json as _j  # other imports leave it alone
+mid = "npu_fixes" in sys.modules
+import torch
+import npu_fixes
+after = {"mid": mid, "npu_fixes": "npu_fixes" in sys.modules, "armed": npu_fixes.registry()._armed,
+         "finders": len([f for f in sys.meta_path if getattr(f, "_npu_fixes_autoload", False)])}
+""")
+    assert res["before"] == {"finders": 1, "npu_fixes": False, "wrapt": False}
+    assert res["after"] == {"mid": False, "npu_fixes": True, "armed": True, "finders": 0}
+
+
+def test_pth_respects_master_switch(tmp_path):
+    res = run_with_pth(tmp_path, "import torch\nafter = 'npu_fixes' in sys.modules", env={"NPU_FIXES": "0"})
+    assert res["before"]["finders"] == 0 and res["after"] is False
+
+
+def test_pth_with_npu_fixes_missing_never_breaks_import_torch(tmp_path):
+    # npu_fixes not importable (uninstalled, .pth left behind): torch still imports.
+    code = PROCESS.format(site=str(tmp_path), then="import torch\nafter = torch.__version__")
+    _autoload.enable(tmp_path)
+    proc = run_python("import sys; sys.modules['npu_fixes'] = None\n" + code)
+    assert "cannot import npu_fixes" in proc.stderr
+    assert last_json(proc)["after"].startswith("2.")
+
+
+def test_example_sitecustomize_arms_without_importing_npu_fixes(tmp_path):
+    (tmp_path / "sitecustomize.py").write_text((REPO / "examples" / "sitecustomize.py").read_text())
+    res = last_json(run_python(
+        """
+        import json, sys
+        import sitecustomize
+        before = "npu_fixes" in sys.modules
+        import torch
+        print(json.dumps([before, "npu_fixes" in sys.modules]))
+        """,
+        env={"PYTHONPATH": f"{tmp_path}:{REPO}"},
+    ))
+    assert res == [False, True]
+
+
+def test_cli_autoload_commands(tmp_path):
+    from npu_fixes.cli import main
+
+    assert main(["autoload", "enable", "--site-dir", str(tmp_path)]) == 0
+    assert (tmp_path / _autoload.PTH_NAME).is_file()
+    assert main(["autoload", "status", "--site-dir", str(tmp_path)]) == 0
+    assert main(["autoload", "disable", "--site-dir", str(tmp_path)]) == 0
+    assert not (tmp_path / _autoload.PTH_NAME).exists()

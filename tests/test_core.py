@@ -1,0 +1,273 @@
+"""The fix framework: patcher identity, states, lazy hooks, switches, failure safety."""
+
+from __future__ import annotations
+
+import importlib
+import logging
+import sys
+import threading
+
+import pytest
+from packaging.specifiers import SpecifierSet
+
+from npu_fixes.core import Fix, Patcher, Probe, Registry, State, disabled_names
+
+TARGET_SOURCE = """
+calls = []
+
+def decide(x):
+    return x > 1
+
+class Launcher:
+    def make(self, n):
+        return n * 2
+"""
+
+
+def corrected_decide(wrapped, instance, args, kwargs):
+    return wrapped(*args, **kwargs) and args[0] < 10
+
+
+def probe_decide(module):
+    broken = module.decide(50)
+    return Probe(broken, "decide(50) accepted" if broken else "decide(50) refused")
+
+
+def install_decide(module, patcher):
+    patcher.wrap_path(module, "decide", corrected_decide)
+
+
+def make_fix(module_name, **changes):
+    values = dict(
+        name="rsplit-outer",
+        summary="test fix",
+        module=module_name,
+        targets=("decide",),
+        probe=probe_decide,
+        install=install_decide,
+        torch_window=SpecifierSet(">=0"),
+        torch_npu_window=SpecifierSet(">=0"),
+    )
+    values.update(changes)
+    return Fix(**values)
+
+
+@pytest.fixture(autouse=True)
+def clean_env(monkeypatch):
+    monkeypatch.delenv("NPU_FIXES", raising=False)
+    monkeypatch.delenv("NPU_FIXES_DISABLE", raising=False)
+
+
+def test_patcher_wraps_once_and_restores_identity(make_module):
+    mod = importlib.import_module(make_module("pt_target", TARGET_SOURCE))
+    original_func, original_method = mod.decide, mod.Launcher.__dict__["make"]
+    patcher = Patcher()
+    first = patcher.wrap(mod, "decide", corrected_decide)
+    assert patcher.wrap(mod, "decide", corrected_decide) is first
+    assert mod.decide is first and mod.decide(50) is False and mod.decide(5) is True
+    patcher.wrap(mod.Launcher, "make", lambda w, inst, a, k: w(*a, **k) + 1)
+    assert mod.Launcher().make(3) == 7
+    assert patcher.original(mod, "decide") is original_func
+    assert patcher.restore() == 2
+    assert mod.decide is original_func
+    assert mod.Launcher.__dict__["make"] is original_method
+
+
+def test_patcher_restores_inherited_attribute_by_deleting(make_module):
+    mod = importlib.import_module(make_module("pt_inherit", TARGET_SOURCE + "\nclass Sub(Launcher):\n    pass\n"))
+    patcher = Patcher()
+    patcher.wrap(mod.Sub, "make", lambda w, inst, a, k: 0)
+    assert mod.Sub().make(3) == 0 and mod.Launcher().make(3) == 6
+    patcher.restore()
+    assert "make" not in vars(mod.Sub) and mod.Sub().make(3) == 6
+
+
+def test_hook_applies_when_module_imports_later(make_module):
+    name = make_module("late_target", TARGET_SOURCE)
+    reg = Registry([make_fix(name)])
+    reg.arm()
+    assert reg.status()[0].state is State.PENDING
+    mod = importlib.import_module(name)
+    rec = reg.status()[0]
+    assert rec.state is State.APPLIED, rec
+    assert mod.decide(50) is False
+    assert "decide(50) accepted" in rec.detail
+
+
+def test_hook_applies_at_once_when_module_already_imported(make_module):
+    mod = importlib.import_module(make_module("early_target", TARGET_SOURCE))
+    reg = Registry([make_fix(mod.__name__)])
+    reg.arm()
+    assert reg.status()[0].state is State.APPLIED
+    assert mod.decide(50) is False
+
+
+def test_fixed_target_is_left_untouched(make_module):
+    fixed = TARGET_SOURCE.replace("return x > 1", "return 1 < x < 10")
+    mod = importlib.import_module(make_module("fixed_target", fixed))
+    original = mod.decide
+    reg = Registry([make_fix(mod.__name__)])
+    reg.arm()
+    assert reg.status()[0].state is State.NOT_NEEDED
+    assert mod.decide is original
+
+
+def test_apply_twice_wraps_once_and_undo_restores(make_module):
+    mod = importlib.import_module(make_module("twice_target", TARGET_SOURCE))
+    original = mod.decide
+    reg = Registry([make_fix(mod.__name__)])
+    reg.arm()
+    wrapped = mod.decide
+    reg.apply()
+    reg.apply()
+    assert mod.decide is wrapped and len(reg.patcher) == 1
+    assert wrapped.__wrapped__ is original
+    assert reg.undo() == 1
+    assert mod.decide is original
+    assert reg.status()[0].state is State.UNDONE
+    reg.apply()
+    assert mod.decide is not original and mod.decide.__wrapped__ is original
+
+
+def test_probe_that_raises_is_failed_and_target_untouched(make_module, caplog):
+    mod = importlib.import_module(make_module("probe_raises", TARGET_SOURCE))
+    original = mod.decide
+
+    def bad_probe(module):
+        raise ValueError("probe exploded")
+
+    reg = Registry([make_fix(mod.__name__, probe=bad_probe)])
+    with caplog.at_level(logging.WARNING, logger="npu_fixes"):
+        reg.arm()
+    rec = reg.status()[0]
+    assert rec.state is State.FAILED and "probe exploded" in rec.detail
+    assert mod.decide is original
+    assert sum("probe exploded" in r.getMessage() for r in caplog.records) == 1
+
+
+def test_install_that_raises_rolls_back_partial_patches(make_module):
+    mod = importlib.import_module(make_module("install_raises", TARGET_SOURCE))
+    original_func, original_method = mod.decide, mod.Launcher.__dict__["make"]
+
+    def bad_install(module, patcher):
+        patcher.wrap_path(module, "Launcher.make", lambda w, i, a, k: 0)
+        raise RuntimeError("install exploded")
+
+    reg = Registry([make_fix(mod.__name__, install=bad_install)])
+    reg.arm()
+    rec = reg.status()[0]
+    assert rec.state is State.FAILED and "install exploded" in rec.detail
+    assert mod.decide is original_func and mod.Launcher.__dict__["make"] is original_method
+    assert len(reg.patcher) == 0
+
+
+def test_missing_attribute_is_absent(make_module):
+    mod = importlib.import_module(make_module("no_attr", "x = 1\n"))
+    reg = Registry([make_fix(mod.__name__, targets=("Launcher.make",))])
+    reg.arm()
+    rec = reg.status()[0]
+    assert rec.state is State.ABSENT and "Launcher" in rec.detail
+
+
+def test_changed_signature_is_failed_and_untouched(make_module):
+    mod = importlib.import_module(make_module("changed_sig", TARGET_SOURCE))
+    original = mod.decide
+    reg = Registry([make_fix(mod.__name__, signatures={"decide": ("x", "y")})])
+    reg.arm()
+    rec = reg.status()[0]
+    assert rec.state is State.FAILED and "upstream changed it" in rec.detail
+    assert mod.decide is original
+
+
+def test_out_of_window(make_module, monkeypatch):
+    monkeypatch.setattr("npu_fixes.versions.torch_npu_version", lambda: "2.12.0")
+    mod = importlib.import_module(make_module("window_target", TARGET_SOURCE))
+    original = mod.decide
+    reg = Registry([make_fix(mod.__name__, torch_npu_window=SpecifierSet(">=2.13.0.dev0,<2.15"))])
+    reg.arm()
+    rec = reg.status()[0]
+    assert rec.state is State.OUT_OF_WINDOW and "2.12.0" in rec.detail
+    assert mod.decide is original
+
+
+def test_unknown_version_lets_the_probe_decide(make_module, monkeypatch):
+    monkeypatch.setattr("npu_fixes.versions.torch_npu_version", lambda: None)
+    mod = importlib.import_module(make_module("unknown_version", TARGET_SOURCE))
+    reg = Registry([make_fix(mod.__name__, torch_npu_window=SpecifierSet(">=2.13.0.dev0,<2.15"))])
+    reg.arm()
+    assert reg.status()[0].state is State.APPLIED
+
+
+def test_disable_switch_and_master_switch(make_module, monkeypatch):
+    mod = importlib.import_module(make_module("switch_target", TARGET_SOURCE))
+    original = mod.decide
+    monkeypatch.setenv("NPU_FIXES_DISABLE", "rsplit-outer")
+    reg = Registry([make_fix(mod.__name__)])
+    reg.arm()
+    assert reg.status()[0].state is State.DISABLED and mod.decide is original
+    monkeypatch.delenv("NPU_FIXES_DISABLE")
+    monkeypatch.setenv("NPU_FIXES", "0")
+    reg2 = Registry([make_fix(mod.__name__)])
+    reg2.arm()
+    assert reg2.status()[0].state is State.DISABLED and mod.decide is original
+
+
+def test_unknown_disable_names_warn_once_listing_valid_names(make_module, monkeypatch, caplog):
+    mod = importlib.import_module(make_module("unknown_names", TARGET_SOURCE))
+    monkeypatch.setenv("NPU_FIXES_DISABLE", "launch-grid, no-such-fix,,bogus")
+    reg = Registry([make_fix(mod.__name__)])
+    with caplog.at_level(logging.WARNING, logger="npu_fixes"):
+        reg.arm()
+        reg.apply()
+    warnings = [r.getMessage() for r in caplog.records if "unknown fix" in r.getMessage()]
+    assert len(warnings) == 1
+    assert "bogus, no-such-fix" in warnings[0] and "rsplit-outer" in warnings[0]
+    assert reg.status()[0].state is State.APPLIED  # a typo never turns anything else off
+
+
+@pytest.mark.parametrize(
+    "value, master_off, off, unknown",
+    [
+        ("", False, set(), []),
+        ("launch-grid,rsplit-outer", False, {"launch-grid", "rsplit-outer"}, []),
+        (" launch-grid , ", False, {"launch-grid"}, []),
+        ("Launch-Grid", False, set(), ["Launch-Grid"]),
+    ],
+)
+def test_disabled_names_parsing(value, master_off, off, unknown):
+    assert disabled_names({"NPU_FIXES_DISABLE": value}) == (master_off, off, unknown)
+
+
+@pytest.mark.parametrize("value, expected", [("0", True), ("1", False), ("", False), ("off", True)])
+def test_master_switch_values(value, expected):
+    assert disabled_names({"NPU_FIXES": value})[0] is expected
+
+
+def test_concurrent_imports_apply_once(make_module):
+    name = make_module("threaded_target", TARGET_SOURCE + "\nimport time\ntime.sleep(0.05)\n")
+    calls = []
+
+    def counting_install(module, patcher):
+        calls.append(threading.get_ident())
+        install_decide(module, patcher)
+
+    reg = Registry([make_fix(name, install=counting_install)])
+    reg.arm()
+    barrier = threading.Barrier(8)
+    errors = []
+
+    def worker():
+        try:
+            barrier.wait()
+            importlib.import_module(name)
+        except Exception as exc:  # pragma: no cover - reported below
+            errors.append(exc)
+
+    threads = [threading.Thread(target=worker) for _ in range(8)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert not errors
+    assert len(calls) == 1 and len(reg.patcher) == 1
+    assert sys.modules[name].decide(50) is False

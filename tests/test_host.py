@@ -1,0 +1,87 @@
+"""The host loader: real torch_npu code loaded on a machine without CANN or NPU."""
+
+from __future__ import annotations
+
+import zipfile
+
+import pytest
+
+from npu_fixes import host
+from tests.conftest import PINNED, host_check, wheel_path
+
+REPORT = """
+import sys
+result["version"] = loaded.version
+result["has_backend"] = loaded.has_backend
+result["modules"] = sorted(mods)
+result["errors"] = loaded.errors
+result["bare_parent"] = sys.modules["torch_npu"].__file__ is None
+result["device_stand_in"] = "stand-in" in (sys.modules.get(host.BACKEND + ".device").__doc__ or "") if loaded.has_backend else None
+"""
+
+
+@pytest.mark.parametrize("version", PINNED)
+def test_load_pinned_wheels(version):
+    res = host_check(wheel_path(version), REPORT)
+    assert res["version"] == version
+    assert res["bare_parent"] is True
+    if version == "2.12.0.post3":
+        assert res["has_backend"] is False and res["modules"] == []
+    else:
+        assert res["has_backend"] is True
+        assert res["modules"] == ["codegen.triton", "lowering", "npu_triton_heuristics"]
+        assert res["errors"] == {} and res["device_stand_in"] is True
+
+
+def _extract(version, dest):
+    with zipfile.ZipFile(wheel_path(version)) as zf:
+        for name in zf.namelist():
+            if name.startswith("torch_npu/") and name.endswith(".py"):
+                zf.extract(name, dest)
+    return dest
+
+
+def test_load_source_tree_and_package_dir(tmp_path):
+    root = _extract("2.13.0", tmp_path / "tree")
+    (root / "torch_npu" / "version.py").unlink()  # a source tree has no generated version.py
+    res = host_check(root, REPORT)
+    assert res["version"] is None and res["modules"] == ["codegen.triton", "lowering", "npu_triton_heuristics"]
+    res = host_check(root / "torch_npu", REPORT)
+    assert res["modules"] == ["codegen.triton", "lowering", "npu_triton_heuristics"]
+
+
+def test_tree_with_a_different_module_list(tmp_path):
+    """An older/newer tree: a target module missing, another one failing to import."""
+    root = _extract("2.14.0", tmp_path / "tree")
+    backend = root / "torch_npu" / "_inductor" / "triton_experimental"
+    (backend / "lowering.py").unlink()
+    (backend / "codegen" / "triton.py").write_text("raise ImportError('needs a newer torch')\n")
+    res = host_check(root, REPORT)
+    assert res["modules"] == ["npu_triton_heuristics"]
+    assert "needs a newer torch" in res["errors"]["codegen.triton"]
+
+
+def test_unknown_npu_op_gets_a_generic_schema(tmp_path):
+    root = _extract("2.13.0", tmp_path / "tree")
+    lowering = root / "torch_npu" / "_inductor" / "triton_experimental" / "lowering.py"
+    lowering.write_text(lowering.read_text() + "\n_probe_new_op = torch.ops.npu.npu_fixes_test_new_op\n")
+    res = host_check(root, REPORT)
+    assert "lowering" in res["modules"] and res["errors"] == {}
+
+
+@pytest.mark.parametrize("make", ["missing", "plain_dir", "not_a_wheel", "wheel_without_torch_npu"])
+def test_not_torch_npu(tmp_path, make):
+    target = {
+        "missing": tmp_path / "nope",
+        "plain_dir": tmp_path,
+        "not_a_wheel": tmp_path / "x.whl",
+        "wheel_without_torch_npu": tmp_path / "other-1.0-py3-none-any.whl",
+    }[make]
+    if make == "not_a_wheel":
+        target.write_text("hello")
+    if make == "wheel_without_torch_npu":
+        with zipfile.ZipFile(target, "w") as zf:
+            zf.writestr("other/__init__.py", "")
+    with pytest.raises(host.NotTorchNpu) as info:
+        host.load(target)
+    assert str(target.name) in str(info.value) or str(target) in str(info.value)

@@ -1,0 +1,75 @@
+"""Same end state whichever comes first: npu_fixes, torch, host-loaded backend, activation,
+or the autoload .pth; fixed installs are left identical, pre-fix ones repaired."""
+
+from __future__ import annotations
+
+import pytest
+
+from npu_fixes import _autoload
+from tests.conftest import STANDALONE_HOST, last_json, run_python, wheel_path
+
+REPORT = """
+import inspect, json, wrapt
+import npu_fixes
+from npu_fixes.core import resolve_owner
+from npu_fixes.fixes import all_fixes
+root = str(loaded.root)
+pristine = {}
+for fix in all_fixes():
+    obj = inspect.getattr_static(*resolve_owner(sys.modules[fix.module], fix.targets[0]))
+    pristine[fix.name] = (not isinstance(obj, wrapt.ObjectProxy)
+                          and obj.__code__.co_filename.startswith(root))
+print(json.dumps({"states": {r.name: r.state.value for r in npu_fixes.status()},
+                  "pristine": pristine, "same_objects": same_objects}))
+"""
+
+ACTIVATE = """
+from unittest import mock
+low = loaded.modules["lowering"]
+with mock.patch.multiple(low, lowerings={}, make_fallback=lambda *a, **k: None,
+                         FALLBACK_LIST=[], EXPLICIT_FALLBACK_LIST=[]):
+    low._register_npu_inductor_fallbacks()
+"""
+
+SNAPSHOT = """
+import inspect
+from npu_fixes.core import resolve_owner
+from npu_fixes.fixes import all_fixes
+def snapshot():
+    return [inspect.getattr_static(*resolve_owner(sys.modules[f.module], f.targets[0])) for f in all_fixes()]
+"""
+
+ORDERS = {
+    "npu_fixes-first": "import npu_fixes\n{load}\nsame_objects = None\n",
+    "torch-first": "import torch\nimport npu_fixes\n{load}\nsame_objects = None\n",
+    "after-load": "{load}\n" + SNAPSHOT + "before = snapshot()\nimport npu_fixes\n"
+                  "same_objects = [a is b for a, b in zip(before, snapshot())]\n",
+    "after-activation": "{load}\n" + ACTIVATE + SNAPSHOT + "before = snapshot()\nimport npu_fixes\n"
+                        "same_objects = [a is b for a, b in zip(before, snapshot())]\n",
+    "autoload-pth": "import site\nsite.addsitedir({site!r})\nimport torch\n{load}\nsame_objects = None\n",
+}
+
+
+def run_order(order: str, location, tmp_path) -> dict:
+    _autoload.enable(tmp_path)
+    load = f"loaded = host.load({str(location)!r})"
+    body = ORDERS[order].format(load=load, site=str(tmp_path))
+    return last_json(run_python("import sys\n" + STANDALONE_HOST + body + REPORT))
+
+
+@pytest.mark.parametrize("version", ["2.13.0", "2.14.0"])
+def test_fixed_upstream_same_state_every_order(version, tmp_path):
+    results = {order: run_order(order, wheel_path(version), tmp_path) for order in ORDERS}
+    for order, res in results.items():
+        assert set(res["states"].values()) == {"not-needed"}, (order, res)
+        assert all(res["pristine"].values()), (order, res)
+        if res["same_objects"] is not None:
+            assert all(res["same_objects"]), (order, res)
+
+
+def test_prefix_copy_same_state_every_order(prefix_copy, tmp_path):
+    location = prefix_copy("all")
+    for order in ORDERS:
+        res = run_order(order, location, tmp_path)
+        assert set(res["states"].values()) == {"applied"}, (order, res)
+        assert not any(res["pristine"].values()), (order, res)

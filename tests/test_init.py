@@ -1,0 +1,41 @@
+"""`import npu_fixes` is lazy, and the kill switch imports nothing else."""
+
+from __future__ import annotations
+
+from tests.conftest import last_json, run_python
+
+HEAVY = ["torch", "torch_npu", "triton", "sympy"]
+
+
+def test_import_imports_neither_torch_nor_torch_npu():
+    res = last_json(run_python(f"""
+        import json, sys
+        import npu_fixes
+        print(json.dumps({{"heavy": [m for m in {HEAVY!r} if m in sys.modules],
+                          "armed": npu_fixes.registry()._armed,
+                          "states": sorted({{r.state.value for r in npu_fixes.status()}})}}))
+    """))
+    assert res == {"heavy": [], "armed": True, "states": ["pending"]}
+
+
+def test_master_switch_imports_nothing_else():
+    res = last_json(run_python("""
+        import json, sys
+        before = set(sys.modules)
+        import npu_fixes
+        added = sorted(set(sys.modules) - before)
+        print(json.dumps(added))
+    """, env={"NPU_FIXES": "0"}))
+    import sys
+
+    third_party = [n for n in res if n.split(".")[0] not in sys.stdlib_module_names]
+    assert all(name.startswith("npu_fixes") for name in third_party), res
+    assert "npu_fixes.core" not in res and "wrapt" not in res
+
+
+def test_public_api():
+    import npu_fixes
+
+    assert npu_fixes.FIXES == ("rsplit-outer", "dualview-fold", "launch-grid", "boundary-downcast",
+                               "rng-capture-gate")
+    assert callable(npu_fixes.status) and callable(npu_fixes.apply) and callable(npu_fixes.undo)
