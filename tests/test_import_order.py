@@ -17,7 +17,7 @@ root = str(loaded.root)
 pristine = {}
 for fix in all_fixes():
     obj = inspect.getattr_static(*resolve_owner(sys.modules[fix.module], fix.targets[0]))
-    pristine[fix.name] = (not isinstance(obj, wrapt.ObjectProxy)
+    pristine[fix.name] = (not isinstance(obj, wrapt.FunctionWrapper)
                           and obj.__code__.co_filename.startswith(root))
 print(json.dumps({"states": {r.name: r.state.value for r in npu_fixes.status()},
                   "pristine": pristine, "same_objects": same_objects}))
@@ -53,7 +53,7 @@ ORDERS = {
 def run_order(order: str, location, tmp_path) -> dict:
     _autoload.enable(tmp_path)
     load = f"loaded = host.load({str(location)!r})"
-    body = ORDERS[order].format(load=load, site=str(tmp_path))
+    body = ORDERS[order].replace("{load}", load).replace("{site!r}", repr(str(tmp_path)))
     return last_json(run_python("import sys\n" + STANDALONE_HOST + body + REPORT))
 
 

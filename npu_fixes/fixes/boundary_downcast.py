@@ -1,0 +1,230 @@
+"""boundary-downcast: in/out arguments keep their contents across the i64->i32 boundary.
+
+- **Defect**: when a runtime int64/fp64 buffer reaches a kernel compiled for ``*i32`` /
+  ``*fp32``, the launcher wrapper hands every ``out_ptr``/``in_out_ptr``/mutated argument
+  an uninitialised narrow temporary (kept in a module cache, also during graph capture),
+  so an in/out buffer loses its input: fastNLP_Bert computes ``[237]*4`` instead of
+  ``[474]*4`` and then fails with "The expanded size of the tensor (237) must match the
+  existing size (474)".
+- **Where**: ``npu_triton_heuristics._wrap_launcher_with_downcast``.
+- **Affected**: torch_npu >=2.13.0.dev0,<2.15 whose wrapped launcher does not see an
+  int64 ``in_out_ptr0`` holding ``[474]*4`` as ``[474]*4`` (probe: wrap a recording
+  launcher and launch it once; the module's dict globals are restored afterwards).
+- **Fix**: the wrapper is rebuilt from :func:`boundary_role`: pure outputs get a fresh
+  empty narrow temporary, in/out and mutated arguments a narrow copy of their input, and
+  both are copied back into the original buffer after the launch; input-only arguments
+  keep the module's memoised cast, except during graph capture, when nothing is cached.
+  Launchers without ``_npu_def_args``, with nothing to cast, or called with too few
+  positional arguments behave as upstream's. With ``NPU_FIXES_CHECK_DOWNCAST=1`` (read
+  when a launcher is wrapped) a value outside the narrow dtype's range raises
+  :class:`DowncastRangeError` instead of being truncated; the check costs one min/max
+  reduction per cast argument per launch and a host synchronisation to read it.
+- **Upstream**: fixed in the published torch-npu 2.13.0 wheel (without the range check);
+  remove once unsupported.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import enum
+import os
+import types
+from typing import Any, Callable, Collection, Mapping
+from unittest import mock
+
+from ..core import Fix, Patcher, Probe
+
+TARGET = "_wrap_launcher_with_downcast"
+ENV_CHECK = "NPU_FIXES_CHECK_DOWNCAST"
+COPIED_ATTRS = (
+    "config", "runnable", "n_regs", "n_spills", "shared", "store_cubin",
+    "fn", "bin", "def_args", "call_args", "_npu_def_args", "cache_hash",
+)
+
+
+class Role(str, enum.Enum):
+    """How one downcast argument crosses the boundary."""
+
+    OUTPUT = "output"  # empty narrow temporary, copied back after the launch
+    IN_OUT = "in-out"  # narrow copy of the input, copied back after the launch
+    INPUT = "input"  # memoised narrow copy, nothing copied back
+
+
+class DowncastRangeError(OverflowError):
+    """A value does not fit the dtype that a kernel argument is narrowed to."""
+
+
+def boundary_role(name: str, mutated_arg_names: Collection[str]) -> Role:
+    """The role of kernel argument ``name``: written arguments whose input the kernel may
+    read (``in_out_ptr*`` or mutated) must keep their contents; ``out_ptr*`` need not."""
+    if name.startswith("in_out_ptr") or name in mutated_arg_names:
+        return Role.IN_OUT
+    if name.startswith("out_ptr"):
+        return Role.OUTPUT
+    return Role.INPUT
+
+
+def check_enabled(environ: Mapping[str, str] | None = None) -> bool:
+    value = (os.environ if environ is None else environ).get(ENV_CHECK, "")
+    return value.strip().lower() in {"1", "true", "yes", "on"}
+
+
+def check_fits(tensor: Any, narrow: Any, name: str, kernel: str) -> None:
+    """Raise DowncastRangeError if a finite value of ``tensor`` is outside ``narrow``'s
+    range (one min/max reduction and a host sync; inf/nan stay representable)."""
+    import torch
+
+    info = torch.finfo(narrow) if narrow.is_floating_point else torch.iinfo(narrow)
+    values = tensor[torch.isfinite(tensor)] if tensor.is_floating_point() else tensor
+    if values.numel() == 0:
+        return
+    low, high = (v.item() for v in torch.aminmax(values))
+    if low < info.min or high > info.max:
+        raise DowncastRangeError(
+            f"{kernel}: argument {name!r} holds values in [{low}, {high}], outside "
+            f"[{info.min}, {info.max}] of {narrow} that the kernel was compiled for; "
+            f"the narrowing would truncate them ({ENV_CHECK}=1)"
+        )
+
+
+def capture_detector() -> Callable[[], bool] | None:
+    """The current-stream capture test of the accelerator in use (NPU, else CUDA), or
+    None when no graph can be captured in this process."""
+    import torch
+
+    npu = getattr(torch, "npu", None)
+    found = getattr(npu, "is_current_stream_capturing", None)
+    if found is None and torch.cuda.is_available():
+        found = torch.cuda.is_current_stream_capturing
+    return found
+
+
+def _capturing(detector: Callable[[], bool]) -> bool:
+    try:
+        return bool(detector())
+    except Exception:  # noqa: BLE001 - no usable capture state means no capture
+        return False
+
+
+def wrap_launcher(
+    module: types.ModuleType,
+    launcher: Callable[..., Any],
+    downcast_args: Mapping[str, str],
+    mutated_arg_names: Collection[str],
+) -> Callable[..., Any]:
+    """Return ``launcher`` narrowing its int64/fp64 tensors as ``downcast_args`` says
+    (``module._DTYPE_DOWNCAST_MAP`` maps a signature type to (wide, narrow) dtypes)."""
+    import torch
+
+    def_args = getattr(launcher, "_npu_def_args", None)
+    if not def_args:
+        return launcher
+    dtype_map = module._DTYPE_DOWNCAST_MAP
+    plan = [
+        (i, name, *dtype_map[downcast_args[name]], boundary_role(name, mutated_arg_names))
+        for i, name in enumerate(def_args)
+        if name in downcast_args and downcast_args[name] in dtype_map
+    ]
+    if not plan:
+        return launcher
+
+    n_def = len(def_args)
+    outputs = [(i, wide, narrow) for i, _, wide, narrow, role in plan if role is Role.OUTPUT]
+    in_outs = [(i, n, wide, narrow) for i, n, wide, narrow, role in plan if role is Role.IN_OUT]
+    inputs = [(i, n, wide, narrow) for i, n, wide, narrow, role in plan if role is Role.INPUT]
+    checking = check_enabled()
+    detector = capture_detector() if inputs else None
+    kernel = getattr(getattr(launcher, "fn", None), "__name__", None) or "triton kernel"
+    Tensor = torch.Tensor
+
+    def narrowing_launcher(*args: Any, stream: Any = None, **kwargs: Any) -> Any:
+        if len(args) < n_def:
+            return launcher(*args, stream=stream, **kwargs)
+        new_args: list[Any] | None = None
+        writebacks = []
+        for i, wide, narrow in outputs:
+            a = args[i]
+            if isinstance(a, Tensor) and a.dtype == wide:
+                new_args = new_args or list(args)
+                new_args[i] = tmp = torch.empty_like(a, dtype=narrow)
+                writebacks.append((a, tmp))
+        for i, name, wide, narrow in in_outs:
+            a = args[i]
+            if isinstance(a, Tensor) and a.dtype == wide:
+                if checking:
+                    check_fits(a, narrow, name, kernel)
+                new_args = new_args or list(args)
+                new_args[i] = tmp = a.to(narrow)
+                writebacks.append((a, tmp))
+        if inputs:
+            capturing = detector is not None and _capturing(detector)
+            memo = None if capturing else getattr(module, "_memoized_downcast", None)
+            for i, name, wide, narrow in inputs:
+                a = args[i]
+                if isinstance(a, Tensor) and a.dtype == wide:
+                    if checking:
+                        check_fits(a, narrow, name, kernel)
+                    new_args = new_args or list(args)
+                    new_args[i] = a.to(narrow) if memo is None else memo(a, narrow)
+        if new_args is None:
+            return launcher(*args, stream=stream, **kwargs)
+        result = launcher(*new_args, stream=stream, **kwargs)
+        for original, tmp in writebacks:
+            original.copy_(tmp)
+        return result
+
+    for attr in COPIED_ATTRS:
+        if hasattr(launcher, attr):
+            setattr(narrowing_launcher, attr, getattr(launcher, attr))
+    return narrowing_launcher
+
+
+def _restored_dict_globals(module: types.ModuleType) -> contextlib.ExitStack:
+    """Restore every plain-dict global of ``module`` (caches the probe may fill) on exit."""
+    stack = contextlib.ExitStack()
+    for value in list(vars(module).values()):
+        if type(value) is dict:
+            stack.enter_context(mock.patch.dict(value))
+    return stack
+
+
+def probe(module: types.ModuleType) -> Probe:
+    """Wrap a recording launcher for the fastNLP kernel (int64 ``in_out_ptr0`` compiled as
+    ``*i32``, mutated) and launch it with ``[474]*4``."""
+    import torch
+
+    seen: list[list[int]] = []
+
+    def launcher(in_out_ptr0: Any, xnumel: int, stream: Any = None) -> None:
+        seen.append(in_out_ptr0.tolist())
+
+    launcher._npu_def_args = ["in_out_ptr0", "xnumel"]  # type: ignore[attr-defined]
+    buffer = torch.full((4,), 474, dtype=torch.int64)
+    with _restored_dict_globals(module):
+        wrapped = getattr(module, TARGET)(launcher, {"in_out_ptr0": "*i64"}, ["in_out_ptr0"])
+        wrapped(buffer, 4, stream=None)
+    after = buffer.tolist()
+    if seen != [[474] * 4] or after != [474] * 4:
+        return Probe(True, f"in/out int64 [474]*4 reached the kernel as {seen} and left {after}")
+    return Probe(False, "in/out int64 [474]*4 reaches the kernel and the buffer unchanged")
+
+
+def install(module: types.ModuleType, patcher: Patcher) -> None:
+    def rebuild(wrapped: Callable[..., Any], instance: Any, args: tuple, kwargs: dict) -> Any:
+        def bind(launcher: Any, downcast_args: Mapping[str, str], mutated_arg_names: Collection[str]) -> Any:
+            return wrap_launcher(module, launcher, downcast_args, mutated_arg_names)
+
+        return bind(*args, **kwargs)
+
+    patcher.wrap_path(module, TARGET, rebuild)
+
+
+FIX = Fix(
+    name="boundary-downcast",
+    summary="in/out and mutated i64->i32 boundary arguments keep their input contents",
+    module="torch_npu._inductor.triton_experimental.npu_triton_heuristics",
+    targets=(TARGET,),
+    probe=probe,
+    install=install,
+    signatures={TARGET: ("launcher", "downcast_args", "mutated_arg_names")},
+)

@@ -1,0 +1,140 @@
+"""launch-grid: a scalar Grid1D kernel launches one program, not one per vector core.
+
+- **Defect**: ``make_launcher`` derives a Grid1D grid from ``xnumel`` only for kernels
+  with exactly one free x node; the zero-node scalar kernel (``xnumel=1``) falls through
+  to ``grid_0 = <vector core count>``, so 48 programs race on ``in_out_ptr0[0]`` and the
+  returned loss is off by 3-6 (DeBERTa-v2, ALBERT, MobileBERT, RoBERTa QA).
+- **Where**: ``npu_triton_heuristics.NPUTritonCompileResult.make_launcher`` (the rule is
+  inline there in the pre-fix code).
+- **Affected**: torch_npu >=2.13.0.dev0,<2.15 whose launcher for a zero-node Grid1D
+  kernel with ``xnumel=1`` launches more than one program (probe: build a launcher from a
+  recording stand-in binary with 48 cores and launch it once).
+- **Fix**: while the launcher is built, a kernel that :func:`clamps_grid` accepts but whose
+  metadata says zero x nodes is presented to ``make_launcher`` as a one-node kernel, so
+  the existing one-node branch generates the xnumel-derived grid; the caller's
+  ``inductor_meta`` object is put back afterwards. Nothing runs per launch: the returned
+  launcher is the plain generated function. Grid2D/3D, reductions, missing or larger node
+  counts and the A5 dispatch-recipe path (decided before this branch) are left alone.
+- **Upstream**: fixed in the published torch-npu 2.13.0 wheel; remove once unsupported.
+"""
+
+from __future__ import annotations
+
+import types
+from typing import Any, Callable, Mapping
+from unittest import mock
+
+from ..core import Fix, Patcher, Probe
+
+TARGET = "NPUTritonCompileResult.make_launcher"
+NODES_KEY = "npu_num_x_nodes"
+PROBE_CORES = 48
+
+
+def clamps_grid(npu_num_x_nodes: object, grid_type: str, has_xnumel: bool, is_reduction: bool) -> bool:
+    """Whether a kernel's grid comes from ``xnumel`` (see :func:`clamped_programs`).
+
+    Only non-reduction Grid1D kernels with an ``xnumel`` argument and zero or one free x
+    node qualify; a missing node count (custom or legacy kernels) does not.
+    """
+    return (
+        npu_num_x_nodes in (0, 1)
+        and grid_type == "Grid1D"
+        and has_xnumel
+        and not is_reduction
+    )
+
+
+def clamped_programs(xnumel: int, xblock: int, cores: int) -> int:
+    """Programs launched by a kernel that :func:`clamps_grid` accepts: one per XBLOCK
+    tile, at most one per core, and at least one (CANN rejects an empty grid)."""
+    return max(1, min(-(-xnumel // xblock), cores))
+
+
+def presents_one_node(inductor_meta: Mapping[str, Any], arg_names: list[str]) -> bool:
+    """Whether the launcher must be built as if the kernel had one x node: the rule
+    accepts it, and its metadata says zero (which the pre-fix branch refuses)."""
+    nodes = inductor_meta.get(NODES_KEY)
+    has_xnumel = "xnumel" in arg_names or "xnumel" in inductor_meta.get("extra_launcher_args", ())
+    return nodes == 0 and clamps_grid(
+        nodes, inductor_meta.get("grid_type", "Grid1D"), has_xnumel, "R0_BLOCK" in arg_names
+    )
+
+
+def build_launcher(wrapped: Callable[..., Any], instance: Any, args: tuple, kwargs: dict) -> Any:
+    """wrapt wrapper of ``make_launcher``: build an eligible zero-node kernel's launcher
+    with ``npu_num_x_nodes`` shown as 1, then restore the caller's metadata object."""
+    meta = instance.inductor_meta
+    arg_names = list(getattr(getattr(getattr(instance.kernel, "src", None), "fn", None), "arg_names", ()))
+    if not presents_one_node(meta, arg_names):
+        return wrapped(*args, **kwargs)
+    instance.inductor_meta = {**meta, NODES_KEY: 1}
+    try:
+        return wrapped(*args, **kwargs)
+    finally:
+        instance.inductor_meta = meta
+
+
+class _RecordingRunner:
+    """Stand-in for the binary's runner: ``launch`` records the grid it was given."""
+
+    def __init__(self) -> None:
+        self.grids: list[int] = []
+
+    def launch(self, *args: Any) -> None:
+        self.grids.append(args[0])
+
+
+def scalar_kernel(runner: _RecordingRunner) -> types.SimpleNamespace:
+    """A stand-in compiled binary for ``kernel(in_out_ptr0, xnumel, XBLOCK: constexpr)``."""
+    fn = types.SimpleNamespace(arg_names=["in_out_ptr0", "xnumel", "XBLOCK"], constexprs=[2])
+    return types.SimpleNamespace(
+        src=types.SimpleNamespace(fn=fn),
+        _init_handles=lambda: None,
+        shared=0,
+        packed_metadata={},
+        num_warps=1,
+        num_ctas=1,
+        cluster_dims=(1, 1, 1),
+        function=None,
+        run=runner,
+        launch_metadata=lambda *a: None,
+        n_regs=0,
+        n_spills=0,
+        hash=None,
+    )
+
+
+def probe(module: types.ModuleType) -> Probe:
+    """Build the final-loss kernel's launcher (Grid1D, zero x nodes, XBLOCK=1) with 48
+    cores, launch it with ``xnumel=1`` and look at the grid it asks for."""
+    from triton import Config
+
+    runner = _RecordingRunner()
+    compile_meta = {
+        "constants": {"XBLOCK": 1},
+        "signature": {"in_out_ptr0": "*fp32", "xnumel": "i32", "XBLOCK": "constexpr"},
+    }
+    meta = {"grid_type": "Grid1D", NODES_KEY: 0, "mutated_arg_names": ["in_out_ptr0"]}
+    result = module.NPUTritonCompileResult(scalar_kernel(runner), Config({"XBLOCK": 1}), compile_meta, meta)
+    with mock.patch.object(module, "get_npu_vector_core_count", return_value=PROBE_CORES):
+        launcher = result.make_launcher()
+    launcher(None, 1, None)
+    if runner.grids != [clamped_programs(1, 1, PROBE_CORES)]:
+        return Probe(True, f"scalar Grid1D kernel (0 x nodes, xnumel=1) launched {runner.grids} programs")
+    return Probe(False, "scalar Grid1D kernel (0 x nodes, xnumel=1) launches 1 program")
+
+
+def install(module: types.ModuleType, patcher: Patcher) -> None:
+    patcher.wrap_path(module, TARGET, build_launcher)
+
+
+FIX = Fix(
+    name="launch-grid",
+    summary="zero-node Grid1D kernels take their grid from xnumel (xnumel=1 -> 1 program)",
+    module="torch_npu._inductor.triton_experimental.npu_triton_heuristics",
+    targets=(TARGET,),
+    probe=probe,
+    install=install,
+    signatures={TARGET: ()},
+)

@@ -1,0 +1,163 @@
+"""rsplit-outer: the cross-core r-axis split only fires on kernels its rewrite can handle.
+
+- **Defect**: ``_npu_rsplit_outer_applicable`` looks only at the reduction type, the
+  output x size and the reduction size, so a kernel with several live outputs and a
+  multi-node reduction tree gets the partial+combine rewrite: the first output's store
+  lands in a small partial workspace and nested reduction loops ignore ``r0_lo/r0_hi``
+  (hf_Bert backward: wrong gradients at step 1, NaN loss from step 4).
+- **Where**: ``codegen.triton._npu_rsplit_outer_applicable``.
+- **Affected**: torch_npu >=2.13.0.dev0,<2.15 whose predicate accepts an OUTER ``sum``
+  kernel with two live outputs (probe: hf_Bert sizes, a 2048x768 pointwise store next to
+  a 1x768 reduction store, reduction numel 2048, one flat reduction node).
+- **Fix**: the split is accepted only if upstream accepts it and the kernel has exactly
+  one live output (removed arguments excluded, an in-place buffer counted once); for the
+  OUTER hint the reduction range tree must also have exactly one free node. Any doubt
+  rejects the split (the kernel then compiles without it). The tree-shape condition is
+  stricter than the fixed wheel, which instead skips nested-loop codegen for split
+  kernels elsewhere; we cannot rely on that code being present. The output-count
+  condition also covers the INNER hint, as the fixed wheel's own check does.
+- **Upstream**: fixed in the published torch-npu 2.13.0 wheel; remove once unsupported.
+"""
+
+from __future__ import annotations
+
+import types
+from typing import Any, Callable
+from unittest import mock
+
+from ..core import Fix, Patcher, Probe
+
+TARGET = "_npu_rsplit_outer_applicable"
+_REMOVED_PREFIX = "REMOVED"
+
+
+def split_allowed(
+    upstream: bool, outer_hint: bool, live_outputs: int | None, free_reduction_nodes: int | None
+) -> bool:
+    """The corrected decision; ``None`` counts mean "could not tell" and reject."""
+    if not upstream or live_outputs != 1:
+        return False
+    return not outer_hint or free_reduction_nodes == 1
+
+
+def _is_removed(arg: Any) -> bool:
+    from torch._inductor.codegen.common import RemovedArg
+
+    name = getattr(arg, "inner_name", arg)
+    return isinstance(arg, RemovedArg) or (isinstance(name, str) and name.startswith(_REMOVED_PREFIX))
+
+
+def live_outputs(args: Any) -> int | None:
+    """Live output bindings of kernel ``args``: output buffers plus distinct in-place
+    buffers, removed entries skipped; None when an entry cannot be understood."""
+    count = 0
+    for arg in args.output_buffers.values():
+        if not _is_removed(arg):
+            count += 1
+    seen: set[str] = set()
+    for arg in args.inplace_buffers.values():
+        if _is_removed(arg):
+            continue
+        inner = getattr(arg, "inner_name", None)
+        if not isinstance(inner, str) or not getattr(arg, "other_names", None):
+            return None
+        if inner not in seen:
+            seen.add(inner)
+            count += 1
+    return count
+
+
+def free_reduction_nodes(range_trees: Any) -> int:
+    """Nodes of the reduction range trees that are not aliases (``tree_node_mapping``)."""
+    count = 0
+    for tree in range_trees:
+        if tree.is_reduction:
+            mapping = getattr(tree, "tree_node_mapping", None) or {}
+            count += sum(1 for name in tree.nodes if name not in mapping)
+    return count
+
+
+def corrected(module: types.ModuleType, kernel: Any, upstream: bool) -> bool:
+    """Apply :func:`split_allowed` to a live kernel; any error rejects the split."""
+    if not upstream:
+        return False
+    try:
+        hint = kernel.features.get_reduction_hint()
+        return split_allowed(
+            True,
+            hint == module.ReductionHint.OUTER,
+            live_outputs(kernel.args),
+            free_reduction_nodes(kernel.range_trees),
+        )
+    except Exception:  # noqa: BLE001 - in doubt, no split
+        return False
+
+
+# -- probe -------------------------------------------------------------------------------
+def _node(name: str, length: int) -> types.SimpleNamespace:
+    import sympy
+
+    return types.SimpleNamespace(name=name, length=sympy.Integer(length))
+
+
+def outer_sum_kernel(module: types.ModuleType, outputs: dict[str, Any]) -> types.SimpleNamespace:
+    """Stand-in of the hf_Bert backward kernel's sizes: OUTER ``sum`` of 2048 rows into a
+    1x768 output, one flat reduction node (so only the outputs decide)."""
+    import sympy
+
+    NS = types.SimpleNamespace
+    reduction = NS(node=NS(data=NS(reduction_type="sum")))
+    features = NS(
+        get_reduction_hint=lambda: module.ReductionHint.OUTER,
+        scheduler_nodes=lambda: [reduction, NS()],
+        reduction_nodes=lambda: [reduction],
+        reduction_numel=sympy.Integer(2048),
+    )
+    x_tree = NS(is_reduction=False, is_loop=False, tree_node_mapping={},
+                nodes={"x0": _node("x0", 768)})
+    r_tree = NS(is_reduction=True, is_loop=False, tree_node_mapping={},
+                nodes={"r0_1": _node("r0_1", 2048)})
+    return NS(inside_reduction=True, features=features, range_trees=[x_tree, r_tree],
+              args=NS(output_buffers=outputs, inplace_buffers={}))
+
+
+def _accepts(module: types.ModuleType, kernel: Any) -> bool:
+    from torch._inductor.sizevars import SizeVarAllocator
+    from torch._inductor.virtualized import V
+
+    cores = types.SimpleNamespace(get_npu_vector_core_count=lambda: 40)
+    graph = types.SimpleNamespace(sizevars=SizeVarAllocator())
+    with mock.patch.multiple(module, npu_rsplit_outer=True, device_props=cores), \
+            V.set_graph_handler(graph):  # type: ignore[arg-type]
+        return bool(getattr(module, TARGET)(kernel))
+
+
+def probe(module: types.ModuleType) -> Probe:
+    """Ask the live predicate about an hf_Bert-sized kernel with one and two live outputs
+    (2048x768 pointwise store next to the 1x768 reduction store)."""
+    one = outer_sum_kernel(module, {"buf1": "out_ptr0"})
+    two = outer_sum_kernel(module, {"buf0": "out_ptr0", "buf1": "out_ptr1"})
+    if not _accepts(module, one):
+        raise RuntimeError(f"{TARGET} rejects the one-output control kernel: probe not valid")
+    if _accepts(module, two):
+        return Probe(True, f"{TARGET} accepts an OUTER sum kernel with two live outputs")
+    return Probe(False, f"{TARGET} rejects an OUTER sum kernel with two live outputs")
+
+
+def install(module: types.ModuleType, patcher: Patcher) -> None:
+    def guarded(wrapped: Callable[..., Any], instance: Any, args: tuple, kwargs: dict) -> bool:
+        kernel = args[0] if args else kwargs["kernel"]
+        return corrected(module, kernel, bool(wrapped(*args, **kwargs)))
+
+    patcher.wrap_path(module, TARGET, guarded)
+
+
+FIX = Fix(
+    name="rsplit-outer",
+    summary="r-axis split only for one live output (and one flat reduction node if OUTER)",
+    module="torch_npu._inductor.triton_experimental.codegen.triton",
+    targets=(TARGET,),
+    probe=probe,
+    install=install,
+    signatures={TARGET: ("kernel",)},
+)

@@ -1,0 +1,205 @@
+"""dualview-fold: the rule, the fixed wheels left alone, and the pre-fix fold repaired."""
+
+from __future__ import annotations
+
+import itertools
+import random
+
+import pytest
+import sympy
+from torch._inductor.utils import sympy_index_symbol
+
+from npu_fixes.fixes.dualview_fold import lookalikes, registered_symbols, reregister
+from tests.conftest import FIXED_UPSTREAM, host_check, wheel_path
+
+# Folds a battery of addresses with the live method (gate on) and reports each result as
+# ``srepr`` (which spells out symbol assumptions); the seed case also reports whether its
+# flat symbol is the registered ``range_tree_nodes`` key.
+BATTERY = """
+import os, sympy
+from types import SimpleNamespace as NS
+from unittest import mock
+from torch._inductor.sizevars import SizeVarAllocator
+from torch._inductor.virtualized import V
+from torch._inductor.utils import sympy_index_symbol as isym
+from npu_fixes.fixes import dualview_fold as fix
+mod = mods["codegen.triton"]
+Kernel = mod.NPUTritonKernel
+NAME = "_fold_dualview_reduction_index"
+
+class Node:
+    def __init__(self, name, divisor, length):
+        self.name, self.divisor, self.length = name, sympy.Integer(divisor), sympy.Integer(length)
+    def symbol(self):
+        return isym(self.name)
+
+def kernel(spec, inside=True):
+    trees = [NS(is_reduction=name.startswith("r"), nodes={n.name: n for n in nodes})
+             for name, nodes in spec.items()]
+    return NS(inside_reduction=inside, range_trees=trees)
+
+BERT = {"x": [Node("x0", 1, 768)],
+        "r0_": [Node("r0_1", 1, 2048), Node("r0_2", 1, 512), Node("r0_3", 512, 4)]}
+DEEP = {"r0_": [Node("r0_1", 1, 4096), Node("r0_2", 1, 16), Node("r0_3", 16, 16),
+                Node("r0_4", 256, 16)]}
+TWO = {"r0_": BERT["r0_"], "r1_": [Node("r1_1", 1, 64), Node("r1_2", 1, 8), Node("r1_3", 8, 8)]}
+r1, r2, r3, r4, x0 = (isym(n) for n in ("r0_1", "r0_2", "r0_3", "r0_4", "x0"))
+s1, s2, s3 = (isym(n) for n in ("r1_1", "r1_2", "r1_3"))
+CASES = {
+    "distilbert": (BERT, r2 + 512 * r3, True),
+    "with-x": (BERT, r2 + 512 * r3 + 2048 * x0, True),
+    "flat-present": (BERT, r1 + r2 + 512 * r3, True),
+    "scaled": (BERT, 3 * (r2 + 512 * r3) + 7, True),
+    "partial": (BERT, r2 + 7, True),
+    "wrong-stride": (BERT, r2 + 256 * r3, True),
+    "outside-reduction": (BERT, r2 + 512 * r3, False),
+    "deep": (DEEP, r2 + 16 * r3 + 256 * r4, True),
+    "deep-partial": (DEEP, r2 + 16 * r3, True),
+    "two-trees": (TWO, r2 + 512 * r3 + s2 + 8 * s3, True),
+    "plain-in-input": (BERT, sympy.Symbol("r0_1") + r2 + 512 * r3, True),
+    "constant": (BERT, sympy.Integer(5), True),
+}
+
+def battery():
+    out = {}
+    graph = NS(sizevars=SizeVarAllocator())
+    with mock.patch.object(mod.ncfg, "fold_dualview_rnode", True), V.set_graph_handler(graph):
+        for case, (spec, index, inside) in CASES.items():
+            out[case] = sympy.srepr(Kernel._fold_dualview_reduction_index(kernel(spec, inside), index))
+        k = kernel(BERT)
+        folded = Kernel._fold_dualview_reduction_index(k, r2 + 512 * r3)
+    range_tree_nodes = {n.symbol(): n for t in k.range_trees for n in t.nodes.values()}
+    (sym,) = folded.free_symbols
+    reg = BERT["r0_"][0].symbol()
+    out["seed"] = {"name": sym.name, "equal": sym == reg, "hash": hash(sym) == hash(reg),
+                   "lookup": range_tree_nodes.get(sym) is BERT["r0_"][0],
+                   "integer": sym.is_integer, "nonnegative": sym.is_nonnegative}
+    return out
+
+original = vars(Kernel)[NAME]
+result["probe_before"] = fix.probe(mod).defective
+result["before"] = battery()
+import npu_fixes
+del os.environ["NPU_FIXES"]
+npu_fixes.apply()
+result["state"] = {r.name: r.state.value for r in npu_fixes.status()}["dualview-fold"]
+result["identical"] = vars(Kernel)[NAME] is original
+result["probe_after"] = fix.probe(mod).defective
+result["after"] = battery()
+result["undo"] = npu_fixes.undo()
+result["restored"] = vars(Kernel)[NAME] is original
+"""
+OFF = {"NPU_FIXES": "0"}  # armed only by npu_fixes.apply() in the body, after the probe
+GOOD_SEED = {"name": "r0_1", "equal": True, "hash": True, "lookup": True,
+             "integer": True, "nonnegative": True}
+
+
+@pytest.fixture(scope="module")
+def fixed_results() -> dict[str, dict]:
+    return {v: host_check(wheel_path(v), BATTERY, env=OFF) for v in FIXED_UPSTREAM}
+
+
+@pytest.fixture(scope="module")
+def prefix_result(prefix_copy) -> dict:
+    return host_check(prefix_copy("dualview-fold"), BATTERY, env=OFF)
+
+
+# -- the rule ---------------------------------------------------------------------------
+class _Node:
+    def __init__(self, name: str) -> None:
+        self.name = name
+
+    def symbol(self) -> sympy.Symbol:
+        return sympy_index_symbol(self.name)
+
+
+def _registered(*names: str) -> dict[str, sympy.Symbol]:
+    class Tree:
+        nodes = {n: _Node(n) for n in names}
+
+    return registered_symbols([Tree()])
+
+
+def test_registered_symbols_are_index_symbols():
+    reg = _registered("r0_1", "x0")
+    assert reg == {"r0_1": sympy_index_symbol("r0_1"), "x0": sympy_index_symbol("x0")}
+    assert all(s.is_integer and s.is_nonnegative for s in reg.values())
+
+
+def test_new_lookalike_is_replaced_and_input_symbols_kept():
+    reg = _registered("r0_1", "r0_2")
+    plain, r2 = sympy.Symbol("r0_1"), reg["r0_2"]
+    fixed = reregister(plain + 4 * r2, {r2}, reg)
+    assert fixed == reg["r0_1"] + 4 * r2
+    assert lookalikes(plain, set(), reg) == {plain: reg["r0_1"]}
+    assert reregister(plain + r2, {plain, r2}, reg) == plain + r2  # was in the input: left alone
+    other = sympy.Symbol("tmp0")
+    assert reregister(other, set(), reg) is other  # unknown names are not touched
+    assert reregister(reg["r0_1"], set(), reg) is reg["r0_1"]  # already registered
+
+
+@pytest.mark.parametrize("seed", range(5))
+def test_reregister_property_sweep(seed):
+    rng = random.Random(seed)
+    names = [f"r0_{i}" for i in range(1, 6)] + ["x0", "x1"]
+    reg = _registered(*names[:-1])  # x1 is not a range-tree node
+    for _ in range(40):
+        picked = rng.sample(names, rng.randint(1, len(names)))
+        flavours = {n: rng.choice([sympy.Symbol(n), sympy.Symbol(n, integer=True),
+                                   sympy_index_symbol(n)]) for n in picked}
+        expr = sum(rng.randint(1, 9) * s ** rng.randint(1, 2) for s in flavours.values())
+        before = {s for s in flavours.values() if rng.random() < 0.3}
+        out = reregister(expr, before, reg)
+        assert str(out) == str(expr)  # same printed address
+        assert not lookalikes(out, before, reg)  # nothing left to repair
+        assert reregister(out, before, reg) == out  # idempotent
+        for sym in out.free_symbols:
+            if sym in before or sym.name not in reg:
+                assert sym in expr.free_symbols  # input and foreign symbols unchanged
+            else:
+                assert sym == reg[sym.name]
+
+
+def test_swap_sweep_over_assumption_flavours():
+    reg = _registered("r0_1")
+    for kwargs in itertools.product(*[(None, True, False)] * 2):
+        assumptions = {k: v for k, v in zip(("integer", "nonnegative"), kwargs) if v is not None}
+        expr = sympy.Symbol("r0_1", **assumptions) + 1
+        swapped = reregister(expr, set(), reg)
+        assert swapped == reg["r0_1"] + 1
+        if expr == swapped:
+            assert swapped is expr  # nothing to repair: the very same object comes back
+
+
+# -- real upstream code ------------------------------------------------------------------
+@pytest.mark.parametrize("version", FIXED_UPSTREAM)
+def test_fixed_upstream_is_left_identical(fixed_results, version):
+    res = fixed_results[version]
+    assert res["probe_before"] is False and res["state"] == "not-needed"
+    assert res["identical"] and res["restored"] and res["undo"] == 0
+    assert res["before"] == res["after"]
+    assert res["after"]["seed"] == GOOD_SEED
+
+
+def test_fixed_wheels_agree(fixed_results):
+    a, b = (fixed_results[v]["after"] for v in FIXED_UPSTREAM)
+    assert a == b
+
+
+def test_prefix_copy_is_detected_and_repaired(prefix_result):
+    res = prefix_result
+    assert res["probe_before"] is True and res["state"] == "applied"
+    assert not res["identical"] and res["probe_after"] is False
+    assert res["before"]["seed"]["equal"] is False  # "Unregistered range symbol: r0_1"
+    assert res["before"]["seed"]["lookup"] is False
+    assert res["after"]["seed"] == GOOD_SEED
+    assert res["undo"] >= 1 and res["restored"]
+
+
+def test_prefix_repaired_matches_fixed_upstream(prefix_result, fixed_results):
+    fixed = fixed_results["2.13.0"]["after"]
+    before, after = prefix_result["before"], prefix_result["after"]
+    assert after == fixed
+    changed = {case for case in fixed if before[case] != fixed[case]}
+    assert {"distilbert", "with-x", "deep", "two-trees"} <= changed
+    assert "flat-present" not in changed and "plain-in-input" not in changed

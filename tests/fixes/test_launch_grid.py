@@ -1,0 +1,226 @@
+"""launch-grid: the rule, the fixed wheels left alone, and the pre-fix launcher repaired."""
+
+from __future__ import annotations
+
+import itertools
+
+import pytest
+
+from npu_fixes.fixes.launch_grid import clamped_programs, clamps_grid, presents_one_node
+from tests.conftest import FIXED_UPSTREAM, host_check, wheel_path
+
+# Loaded with NPU_FIXES=0: ``original`` is the untouched target. BATTERY builds real
+# launchers from stand-in binaries over metadata x kernel shape x XBLOCK x core count,
+# launches each over several xnumel values and records the grids asked for and a
+# fingerprint of the generated launcher's code. ENABLE then arms npu_fixes.
+BATTERY = """
+import hashlib, inspect, itertools, types
+from unittest import mock
+from triton import Config
+from npu_fixes.fixes import launch_grid as fix
+m = mods["npu_triton_heuristics"]
+cls = m.NPUTritonCompileResult
+original = cls.__dict__["make_launcher"]
+XNUMELS = (0, 1, 2, 7, 47, 48, 49, 100, 1000, 10**6)
+KERNELS = {  # arg names, constexpr positions
+    "pointwise": (["in_out_ptr0", "xnumel", "XBLOCK"], [2]),
+    "pointwise-2in": (["in_ptr0", "out_ptr0", "xnumel", "XBLOCK"], [3]),
+    "reduction": (["in_ptr0", "out_ptr0", "xnumel", "r0_numel", "XBLOCK", "R0_BLOCK"], [4, 5]),
+    "no-xnumel": (["in_out_ptr0", "ks0", "XBLOCK"], [2]),
+    "rsplit": (["in_ptr0", "ws_ptr", "xnumel", "r0_numel", "XBLOCK", "R0_BLOCK"], [4, 5]),
+}
+RECIPE = {"lines": ["nb = (xnumel + XBLOCK - 1) // XBLOCK"], "factors": ["nb"]}
+
+def build(kernel, meta, xblock, cores, a5=False):
+    names, constexprs = KERNELS[kernel]
+    runner = fix._RecordingRunner()
+    binary = fix.scalar_kernel(runner)
+    binary.src.fn = types.SimpleNamespace(arg_names=names, constexprs=constexprs)
+    consts = {n: (xblock if n == "XBLOCK" else 4) for i, n in enumerate(names) if i in constexprs}
+    sig = {n: ("constexpr" if n in consts else "*fp32" if "ptr" in n else "i32") for n in names}
+    result = cls(binary, Config(dict(consts)), {"constants": consts, "signature": sig}, meta)
+    with mock.patch.object(m, "get_npu_vector_core_count", return_value=cores), \\
+         mock.patch.object(m.device_props, "is_a5", return_value=a5):
+        launcher = result.make_launcher()
+    assert result.inductor_meta is meta
+    return launcher, runner
+
+def fingerprint(launcher):
+    code = launcher.__code__
+    parts = (code.co_code, code.co_consts, code.co_names, code.co_varnames,
+             tuple(type(d).__name__ for d in launcher.__defaults__ or ()))
+    return [type(launcher).__name__, hashlib.sha256(repr(parts).encode()).hexdigest()]
+
+def run_case(kernel, meta, xblock, cores, a5=False):
+    launcher, runner = build(kernel, meta, xblock, cores, a5)
+    params = [p for p in inspect.signature(launcher).parameters if p != "stream"]
+    params = params[: params.index("runner")] if "runner" in params else params
+    for xnumel in XNUMELS:
+        launcher(*[xnumel if "numel" in p else 3 if p.startswith("ks") else None for p in params], None)
+    return {"grids": runner.grids, "code": fingerprint(launcher)}
+
+def battery():
+    out = {}
+    metas = {}
+    for gt, nodes in itertools.product(("Grid1D", "Grid2D", "Grid3D", None), (0, 1, 2, None)):
+        meta = {} if gt is None else {"grid_type": gt}
+        if nodes is not None:
+            meta["npu_num_x_nodes"] = nodes
+        metas[f"{gt}/{nodes}"] = meta
+    metas["1D/0/no-linearize"] = {"grid_type": "Grid1D", "npu_num_x_nodes": 0, "npu_linearize": False}
+    metas["1D/1/no-linearize"] = {"grid_type": "Grid1D", "npu_num_x_nodes": 1, "npu_linearize": False}
+    metas["1D/0/rsplit-partial"] = {"grid_type": "Grid1D", "npu_num_x_nodes": 0, "npu_rsplit_partial": True}
+    metas["1D/0/store-cubin"] = {"grid_type": "Grid1D", "npu_num_x_nodes": 0, "store_cubin": True}
+    metas["1D/0/extra-arg"] = {"grid_type": "Grid1D", "npu_num_x_nodes": 0, "extra_launcher_args": ["ks9"]}
+    for (label, meta), kernel, xblock, cores in itertools.product(
+            metas.items(), KERNELS, (1, 8, 64), (40, 48)):
+        out[f"{label}|{kernel}|{xblock}|{cores}"] = run_case(kernel, meta, xblock, cores)
+    for a5, nodes in itertools.product((False, True), (0, 1)):
+        meta = {"grid_type": "Grid1D", "npu_num_x_nodes": nodes, "npu_dispatch_recipe": RECIPE}
+        out[f"recipe/a5={a5}/{nodes}"] = run_case("pointwise", meta, 8, 48, a5)
+    return out
+
+result["probe_before"] = fix.probe(m).defective
+result["battery"] = battery()
+"""
+
+ENABLE = """
+import os
+os.environ.pop("NPU_FIXES", None)
+import npu_fixes
+npu_fixes.apply()
+result["state"] = {r.name: r for r in npu_fixes.status()}["launch-grid"].state.value
+result["identical"] = cls.__dict__["make_launcher"] is original
+result["probe_after"] = fix.probe(m).defective
+"""
+
+SEED = "Grid1D/0|pointwise|1|48"
+
+
+@pytest.fixture(scope="module")
+def prefix_runs(prefix_copy):
+    """The pre-fix copy before and after npu_fixes applies, in one interpreter."""
+    body = BATTERY + ENABLE + """
+result["battery_after"] = battery()
+# make_launcher failing half-way still gives the caller its own metadata object back
+meta = {"grid_type": "Grid1D", "npu_num_x_nodes": 0}
+broken = cls(types.SimpleNamespace(src=types.SimpleNamespace(fn=types.SimpleNamespace(
+    arg_names=["in_out_ptr0", "xnumel", "XBLOCK"], constexprs=[2]))), None, {}, meta)
+try:
+    broken.make_launcher()
+except AttributeError:
+    result["meta_after_error"] = [broken.inductor_meta is meta,
+                                  meta == {"grid_type": "Grid1D", "npu_num_x_nodes": 0}]
+result["undo"] = npu_fixes.undo()
+result["restored"] = cls.__dict__["make_launcher"] is original
+"""
+    return host_check(prefix_copy("launch-grid"), body, env={"NPU_FIXES": "0"})
+
+
+@pytest.fixture(scope="module")
+def fixed_runs():
+    return {v: host_check(wheel_path(v), BATTERY + ENABLE, env={"NPU_FIXES": "0"}) for v in FIXED_UPSTREAM}
+
+
+# -- the rule ------------------------------------------------------------------------------
+
+
+def test_rule_accepts_only_non_reduction_grid1d_with_zero_or_one_node():
+    for nodes, grid, has_x, red in itertools.product(
+        (None, 0, 1, 2, 3), ("Grid1D", "Grid2D", "Grid3D"), (True, False), (True, False)
+    ):
+        expected = nodes in (0, 1) and grid == "Grid1D" and has_x and not red
+        assert clamps_grid(nodes, grid, has_x, red) is expected, (nodes, grid, has_x, red)
+
+
+@pytest.mark.parametrize("cores", [40, 48])
+@pytest.mark.parametrize("xblock", [1, 2, 8, 64, 1024])
+def test_programs_sweep(cores, xblock):
+    for xnumel in range(0, 4 * cores * xblock + 3, max(1, xblock // 4)):
+        n = clamped_programs(xnumel, xblock, cores)
+        assert 1 <= n <= cores
+        tiles = -(-xnumel // xblock)
+        assert n == max(1, min(tiles, cores))
+        assert n * xblock >= min(xnumel, cores * xblock)  # every tile covered up to the core count
+    assert clamped_programs(1, xblock, cores) == 1  # the seed: one scalar, one program
+
+
+def test_presentation_only_for_zero_node_kernels_the_rule_accepts():
+    pw, red = ["in_out_ptr0", "xnumel", "XBLOCK"], ["in_ptr0", "xnumel", "XBLOCK", "R0_BLOCK"]
+    assert presents_one_node({"grid_type": "Grid1D", "npu_num_x_nodes": 0}, pw)
+    assert presents_one_node({"npu_num_x_nodes": 0}, pw)  # Grid1D is the default
+    assert presents_one_node({"npu_num_x_nodes": 0, "extra_launcher_args": ["xnumel"]}, ["in_ptr0"])
+    for meta, names in [
+        ({"grid_type": "Grid1D", "npu_num_x_nodes": 1}, pw),  # already takes the branch
+        ({"grid_type": "Grid1D"}, pw),  # missing node count stays conservative
+        ({"grid_type": "Grid1D", "npu_num_x_nodes": 2}, pw),
+        ({"grid_type": "Grid2D", "npu_num_x_nodes": 0}, pw),
+        ({"grid_type": "Grid1D", "npu_num_x_nodes": 0}, red),
+        ({"grid_type": "Grid1D", "npu_num_x_nodes": 0}, ["in_out_ptr0", "ks0"]),
+    ]:
+        assert not presents_one_node(meta, names), meta
+
+
+# -- real upstream code ----------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("version", FIXED_UPSTREAM)
+def test_fixed_upstream_is_left_identical(fixed_runs, version):
+    res = fixed_runs[version]
+    assert res["probe_before"] is False and res["probe_after"] is False
+    assert res["state"] == "not-needed" and res["identical"] is True
+    assert res["battery"][SEED]["grids"][1] == 1
+
+
+def test_prefix_copy_is_detected_and_matches_upstream_after_fix(prefix_runs, fixed_runs):
+    res = prefix_runs
+    assert res["probe_before"] is True and res["state"] == "applied"
+    assert res["identical"] is False and res["probe_after"] is False
+    before, after, upstream = res["battery"], res["battery_after"], fixed_runs["2.13.0"]["battery"]
+    assert len(upstream) > 400 and after.keys() == upstream.keys()
+    mismatched = [k for k in upstream if after[k] != upstream[k]]
+    assert not mismatched, mismatched[:5]
+    # the seed: scalar Grid1D, 0 nodes, xnumel=1 -> 1 program (the old rule gave 48)
+    assert before[SEED]["grids"][1] == 48 and after[SEED]["grids"][1] == 1
+    # only zero-node Grid1D metadata changes (the recipe only where it is not A5; the
+    # no-linearize exact grid loses to the clamp, as upstream's order has it)
+    changed = {k.split("|")[0] for k in upstream if before[k] != upstream[k]}
+    assert changed == {"Grid1D/0", "None/0", "1D/0/store-cubin", "1D/0/extra-arg", "1D/0/no-linearize",
+                       "1D/0/rsplit-partial", "recipe/a5=False/0"}
+    assert all(k.split("|")[1].startswith("pointwise") for k in upstream
+               if before[k] != upstream[k] and "|" in k)
+    assert res["meta_after_error"] == [True, True]
+    assert res["undo"] >= 1 and res["restored"] is True
+
+
+def test_launcher_is_built_once_with_upstream_code(prefix_runs, fixed_runs):
+    """The patched launcher is the plain generated function, code-identical to upstream's
+    fixed one: no wrapper and no added work per launch."""
+    after, upstream = prefix_runs["battery_after"], fixed_runs["2.13.0"]["battery"]
+    for key, case in after.items():
+        assert case["code"][0] == "function"
+        assert case["code"] == upstream[key]["code"], key
+    assert prefix_runs["battery"][SEED]["code"] != after[SEED]["code"]  # the branch did change
+
+
+def test_fix_applies_when_armed_before_the_backend_loads(prefix_copy):
+    body = """
+import types
+import npu_fixes
+from triton import Config
+from unittest import mock
+from npu_fixes.fixes import launch_grid as fix
+m = mods["npu_triton_heuristics"]
+result["state"] = {r.name: r for r in npu_fixes.status()}["launch-grid"].state.value
+runner = fix._RecordingRunner()
+meta = {"grid_type": "Grid1D", "npu_num_x_nodes": 0, "mutated_arg_names": ["in_out_ptr0"]}
+r = m.NPUTritonCompileResult(fix.scalar_kernel(runner), Config({"XBLOCK": 1}),
+    {"constants": {"XBLOCK": 1}, "signature": {"in_out_ptr0": "*fp32", "xnumel": "i32"}}, meta)
+with mock.patch.object(m, "get_npu_vector_core_count", return_value=48):
+    launcher = r.make_launcher()
+for _ in range(3):
+    launcher(None, 1, None)
+result["grids"] = runner.grids
+"""
+    res = host_check(prefix_copy("launch-grid"), body)
+    assert res == {"state": "applied", "grids": [1, 1, 1]}

@@ -1,0 +1,182 @@
+"""rsplit-outer: the rule, the fixed wheels left alone, and the pre-fix predicate repaired."""
+
+from __future__ import annotations
+
+import itertools
+from types import SimpleNamespace as NS
+
+import pytest
+
+from npu_fixes.fixes.rsplit_outer import corrected, free_reduction_nodes, live_outputs, split_allowed
+from tests.conftest import FIXED_UPSTREAM, host_check, wheel_path
+
+# Builds stand-in kernels over a grid of hints, reduction types, outputs, reduction-tree
+# shapes and sizes, and asks the live predicate about each (gate on, 40 cores).
+BATTERY = """
+import itertools, os, sympy
+from types import SimpleNamespace as NS
+from unittest import mock
+from torch._inductor.codegen.common import REMOVED, InplacedBuffer
+from torch._inductor.sizevars import SizeVarAllocator
+from torch._inductor.virtualized import V
+from npu_fixes.fixes import rsplit_outer as fix
+mod = mods["codegen.triton"]
+H = mod.ReductionHint
+inplace = InplacedBuffer("in_out_ptr0", ["buf2", "buf3"])
+OUTPUTS = {
+    "one": ({"buf1": "out_ptr0"}, {}),
+    "two": ({"buf0": "out_ptr0", "buf1": "out_ptr1"}, {}),
+    "none": ({}, {}),
+    "one+removed": ({"buf0": REMOVED, "buf1": "out_ptr1"}, {}),
+    "one+removed-name": ({"buf0": "REMOVED_out", "buf1": "out_ptr1"}, {}),
+    "inplace": ({}, {"buf2": inplace, "buf3": inplace}),
+    "one+inplace": ({"buf1": "out_ptr0"}, {"buf2": inplace, "buf3": inplace}),
+}
+TREES = {  # reduction range-tree nodes (name, length) and the aliased names
+    "flat": ([("r0_1", 2048)], {}),
+    "nested": ([("r0_1", 2048), ("r0_2", 512), ("r0_3", 4)], {}),
+    "nested-aliased": ([("r0_1", 2048), ("r0_2", 512), ("r0_3", 4)], {"r0_2": 0, "r0_3": 0}),
+    "split": ([("r0_2", 512), ("r0_3", 4)], {}),
+}
+SIZES = {"bert": (768, 2048), "small-r": (768, 1024), "big-x": (20000, 1 << 20),
+         "x>r": (4096, 2048), "scalar": (1, 4096)}
+
+def kernel(hint, rtype, outputs, tree, size):
+    red = NS(node=NS(data=NS(reduction_type=rtype)))
+    xlen, rlen = SIZES[size]
+    nodes, mapping = TREES[tree]
+    out, inp = OUTPUTS[outputs]
+    feats = NS(get_reduction_hint=lambda: getattr(H, hint), scheduler_nodes=lambda: [red],
+               reduction_nodes=lambda: [red], reduction_numel=sympy.Integer(rlen))
+    x = NS(is_reduction=False, is_loop=False, tree_node_mapping={},
+           nodes={"x0": NS(name="x0", length=sympy.Integer(xlen))})
+    r = NS(is_reduction=True, is_loop=False, tree_node_mapping=mapping,
+           nodes={n: NS(name=n, length=sympy.Integer(l)) for n, l in nodes})
+    return NS(inside_reduction=True, features=feats, range_trees=[x, r],
+              args=NS(output_buffers=dict(out), inplace_buffers=dict(inp)))
+
+CASES = list(itertools.product(["OUTER", "INNER", "DEFAULT"], ["sum", "max", "welford_reduce"],
+                               OUTPUTS, TREES, SIZES))
+
+def battery():
+    cores = NS(get_npu_vector_core_count=lambda: 40)
+    graph = NS(sizevars=SizeVarAllocator())
+    with mock.patch.multiple(mod, npu_rsplit_outer=True, device_props=cores), V.set_graph_handler(graph):
+        return {"|".join(c): bool(mod._npu_rsplit_outer_applicable(kernel(*c))) for c in CASES}
+
+original = mod._npu_rsplit_outer_applicable
+result["probe_before"] = fix.probe(mod).defective
+result["before"] = battery()
+import npu_fixes
+del os.environ["NPU_FIXES"]
+npu_fixes.apply()
+result["state"] = {r.name: r.state.value for r in npu_fixes.status()}["rsplit-outer"]
+result["identical"] = mod._npu_rsplit_outer_applicable is original
+result["probe_after"] = fix.probe(mod).defective
+result["after"] = battery()
+result["undo"] = npu_fixes.undo()
+result["restored"] = mod._npu_rsplit_outer_applicable is original
+"""
+OFF = {"NPU_FIXES": "0"}  # armed only by npu_fixes.apply() in the body, after the probe
+SEED = "OUTER|sum|two|nested|bert"  # hf_Bert: 2048x768 pointwise + 1x768 reduction store
+
+
+def free_nodes(case: str) -> int:
+    return {"flat": 1, "nested": 3, "nested-aliased": 1, "split": 2}[case.split("|")[3]]
+
+
+@pytest.fixture(scope="module")
+def fixed_results() -> dict[str, dict]:
+    return {v: host_check(wheel_path(v), BATTERY, env=OFF) for v in FIXED_UPSTREAM}
+
+
+@pytest.fixture(scope="module")
+def prefix_result(prefix_copy) -> dict:
+    return host_check(prefix_copy("rsplit-outer"), BATTERY, env=OFF)
+
+
+# -- the rule ---------------------------------------------------------------------------
+def test_rule_truth_table():
+    counts = (None, 0, 1, 2, 3)
+    for upstream, outer, live, free in itertools.product((False, True), (False, True), counts, counts):
+        expected = upstream and live == 1 and (not outer or free == 1)
+        assert split_allowed(upstream, outer, live, free) is expected
+
+
+def test_live_outputs_counts_removed_and_inplace_once():
+    from torch._inductor.codegen.common import REMOVED, InplacedBuffer
+
+    shared = InplacedBuffer("in_out_ptr0", ["buf2", "buf3"])
+    other = InplacedBuffer("in_out_ptr1", ["buf4", "buf5"])
+    for outputs, inplace, expected in [
+        ({}, {}, 0),
+        ({"a": "out_ptr0"}, {}, 1),
+        ({"a": "out_ptr0", "b": "out_ptr1"}, {}, 2),
+        ({"a": REMOVED, "b": "out_ptr1"}, {}, 1),
+        ({"a": "REMOVED", "b": "REMOVED"}, {}, 0),
+        ({}, {"buf2": shared, "buf3": shared}, 1),
+        ({}, {"buf2": shared, "buf3": shared, "buf4": other, "buf5": other}, 2),
+        ({}, {"buf2": REMOVED, "buf3": shared}, 1),
+        ({"a": "out_ptr0"}, {"buf2": shared, "buf3": shared}, 2),
+        ({}, {"x": InplacedBuffer("in_out_ptr0", [])}, None),  # no names: cannot tell
+        ({}, {"x": object()}, None),
+    ]:
+        assert live_outputs(NS(output_buffers=outputs, inplace_buffers=inplace)) == expected
+
+
+def test_free_reduction_nodes_sweep():
+    names = ["r0_1", "r0_2", "r0_3", "r0_4"]
+    for n, k in itertools.product(range(1, 5), range(0, 5)):
+        mapped = {name: 0 for name in names[:min(k, n)]}
+        r = NS(is_reduction=True, nodes={x: None for x in names[:n]}, tree_node_mapping=mapped)
+        x = NS(is_reduction=False, nodes={"x0": None, "x1": None}, tree_node_mapping={})
+        assert free_reduction_nodes([x, r]) == n - len(mapped)
+        assert free_reduction_nodes([x, r, r]) == 2 * (n - len(mapped))  # r0_ and r1_ trees
+    assert free_reduction_nodes([NS(is_reduction=True, nodes={"r0_1": None})]) == 1
+
+
+def test_corrected_rejects_in_doubt():
+    module = NS(ReductionHint=NS(OUTER="outer"))
+    assert corrected(module, NS(), True) is False  # no features / args / range_trees
+    assert corrected(module, NS(), False) is False
+    broken = NS(features=NS(get_reduction_hint=lambda: 1 / 0))
+    assert corrected(module, broken, True) is False
+
+
+# -- real upstream code ------------------------------------------------------------------
+@pytest.mark.parametrize("version", FIXED_UPSTREAM)
+def test_fixed_upstream_is_left_identical(fixed_results, version):
+    res = fixed_results[version]
+    assert res["probe_before"] is False and res["state"] == "not-needed"
+    assert res["identical"] and res["restored"] and res["undo"] == 0
+    assert res["before"] == res["after"]
+    assert res["after"][SEED] is False
+    assert res["after"]["OUTER|sum|one|nested|bert"] is True  # the battery reaches acceptance
+
+
+def test_fixed_wheels_agree(fixed_results):
+    a, b = (fixed_results[v]["after"] for v in FIXED_UPSTREAM)
+    assert a == b
+
+
+def test_prefix_copy_is_detected_and_repaired(prefix_result):
+    res = prefix_result
+    assert res["probe_before"] is True and res["state"] == "applied"
+    assert not res["identical"] and res["probe_after"] is False
+    assert res["before"][SEED] is True and res["after"][SEED] is False  # the hf_Bert kernel
+    assert res["undo"] >= 1 and res["restored"]
+
+
+def test_prefix_repaired_matches_fixed_upstream(prefix_result, fixed_results):
+    fixed = fixed_results["2.13.0"]["after"]
+    before, after = prefix_result["before"], prefix_result["after"]
+    assert before != fixed  # the battery does see the defect
+    assert fixed.keys() == after.keys()
+    stricter = 0
+    for case, accepted in after.items():
+        if case.startswith("OUTER|") and free_nodes(case) != 1:
+            assert accepted is False, case  # our tree-shape rule, stricter than the wheel
+            stricter += fixed[case]
+        else:
+            assert accepted is fixed[case], case
+    assert stricter > 0  # e.g. OUTER|sum|one|nested|bert, accepted by the fixed wheel
