@@ -36,9 +36,9 @@ import json
 import shutil
 import sys
 import zipfile
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from pathlib import Path, PurePosixPath
-from typing import Iterable, Sequence, Union
 
 __all__ = [
     "DEFECTS",
@@ -118,7 +118,7 @@ class _DeleteSpan:
         return text[:i] + self.replacement + text[j:]
 
 
-_Edit = Union[_Replace, _DeleteSpan]
+_Edit = _Replace | _DeleteSpan
 
 
 class Defect(str):
@@ -129,7 +129,7 @@ class Defect(str):
     relpath: str
     edits: tuple
 
-    def __new__(cls, name: str, relpath: str, edits: Sequence[_Edit], doc: str) -> "Defect":
+    def __new__(cls, name: str, relpath: str, edits: Sequence[_Edit], doc: str) -> Defect:
         self = super().__new__(cls, name)
         self.relpath = relpath
         self.edits = tuple(edits)

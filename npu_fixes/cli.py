@@ -7,7 +7,7 @@ import importlib
 import json
 import os
 import sys
-from typing import Sequence
+from collections.abc import Sequence
 
 from . import _autoload
 
@@ -15,10 +15,10 @@ EXIT_OK, EXIT_BROKEN, EXIT_USAGE = 0, 1, 2
 
 
 def _table(headers: Sequence[str], rows: Sequence[Sequence[str]]) -> str:
-    widths = [max(len(str(c)) for c in col) for col in zip(headers, *rows)]
+    widths = [max(len(str(c)) for c in col) for col in zip(headers, *rows, strict=True)]
     lines = [headers, *rows]
     return "\n".join(
-        "  ".join(str(c).ljust(w) for c, w in zip(line, widths)).rstrip() for line in lines
+        "  ".join(str(c).ljust(w) for c, w in zip(line, widths, strict=True)).rstrip() for line in lines
     )
 
 
@@ -98,6 +98,36 @@ def cmd_autoload(args: argparse.Namespace) -> int:
     return EXIT_OK
 
 
+def cmd_accuracy(args: argparse.Namespace) -> int:
+    from . import accuracy
+    from .accuracy_models import MODELS
+
+    names = list(MODELS) if args.models == "all" else [m.strip() for m in args.models.split(",") if m.strip()]
+    unknown = [m for m in names if m not in MODELS]
+    if unknown or not names:
+        print(f"npu-fixes accuracy: unknown model(s) {', '.join(unknown) or '(none given)'}; "
+              f"choose from {', '.join(MODELS)}", file=sys.stderr)
+        return EXIT_USAGE
+    if args.iterations < 1:
+        print("npu-fixes accuracy: --iterations must be at least 1", file=sys.stderr)
+        return EXIT_USAGE
+    mode = None if args.mode == "default" else args.mode
+    results = accuracy.run(names, args.device, args.iterations, args.seed, args.backend, mode,
+                           args.npu_backend)
+    if args.json:
+        print(json.dumps({"device": args.device, "backend": args.backend, "mode": args.mode,
+                          "iterations": args.iterations, "tolerance": accuracy.TOLERANCE,
+                          "models": [accuracy.result_dict(r) for r in results]}, indent=2))
+    else:
+        for r in results:
+            print(f"{r.name}: {r.status}{accuracy.failure_text(r)}")
+        print()
+        rows = [(r.name, r.status, str(r.iterations), f"{r.max_error:.3g}", f"{r.seconds:.1f}")
+                for r in results]
+        print(_table(("model", "result", "iterations", "max abs error", "seconds"), rows))
+    return EXIT_OK if all(r.passed for r in results) else EXIT_BROKEN
+
+
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
         prog="npu-fixes", description="Run-time repairs for torch_npu's triton_experimental backend."
@@ -113,8 +143,19 @@ def build_parser() -> argparse.ArgumentParser:
     audit.set_defaults(func=cmd_audit)
     autoload = sub.add_parser("autoload", help="load npu_fixes at every interpreter start (.pth)")
     autoload.add_argument("action", choices=("enable", "disable", "status"))
-    autoload.add_argument("--site-dir", metavar="DIR", help="site-packages to use (default: this environment's)")
+    autoload.add_argument("--site-dir", metavar="DIR",
+                          help="site-packages to use (default: this environment's)")
     autoload.set_defaults(func=cmd_autoload)
+    acc = sub.add_parser("accuracy", help="compiled vs eager training accuracy of small BERT-class models")
+    acc.add_argument("--models", default="all", help="comma-separated model names, or 'all'")
+    acc.add_argument("--iterations", type=int, default=5)
+    acc.add_argument("--device", choices=("cpu", "cuda", "npu"), default="cpu")
+    acc.add_argument("--backend", default="inductor", help="torch.compile backend")
+    acc.add_argument("--npu-backend", help="sets TORCHINDUCTOR_NPU_BACKEND (e.g. triton_experimental)")
+    acc.add_argument("--mode", choices=("default", "reduce-overhead"), default="default")
+    acc.add_argument("--seed", type=int, default=0)
+    acc.add_argument("--json", action="store_true", help="print JSON")
+    acc.set_defaults(func=cmd_accuracy)
     return parser
 
 

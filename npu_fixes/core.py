@@ -15,8 +15,9 @@ import logging
 import os
 import sys
 import threading
+from collections.abc import Callable, Iterable
 from types import ModuleType
-from typing import Any, Callable, Iterable
+from typing import Any
 
 from packaging.specifiers import SpecifierSet
 
@@ -68,7 +69,7 @@ class Fix:
     module: str
     targets: tuple[str, ...]
     probe: Callable[[ModuleType], Probe]
-    install: Callable[[ModuleType, "Patcher"], None]
+    install: Callable[[ModuleType, Patcher], None]
     torch_window: SpecifierSet = SpecifierSet(">=2.13.0.dev0,<2.15")
     torch_npu_window: SpecifierSet = SpecifierSet(">=2.13.0.dev0,<2.15")
     signatures: dict[str, tuple[str, ...]] = dataclasses.field(default_factory=dict)
@@ -101,9 +102,9 @@ def resolve_owner(module: ModuleType, dotted: str) -> tuple[Any, str]:
 
 
 def check_signature(dotted: str, func: Any, expected: tuple[str, ...]) -> None:
-    """Raise TypeError when ``func``'s leading parameters are not ``expected``."""
-    params = [p for p in inspect.signature(func).parameters if p != "self"]
-    if tuple(params[: len(expected)]) != expected:
+    """Raise TypeError unless ``func``'s parameters (``self`` aside) are exactly ``expected``."""
+    params = tuple(p for p in inspect.signature(func).parameters if p != "self")
+    if params != expected:
         raise TypeError(
             f"{dotted} has parameters ({', '.join(params)}); expected "
             f"({', '.join(expected)}): upstream changed it, left untouched"

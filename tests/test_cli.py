@@ -34,6 +34,18 @@ def test_audit_fixed_wheels(version):
     assert all(f["before"] == "fixed-upstream" and f["after"] == "-" for f in report["fixes"]), report
 
 
+def test_audit_source_tree(tmp_path):
+    """A source tree (no generated version.py): the probes decide, nothing to repair."""
+    with zipfile.ZipFile(wheel_path("2.14.0")) as zf:
+        for name in zf.namelist():
+            if name.startswith("torch_npu/") and name.endswith(".py") and name != "torch_npu/version.py":
+                zf.extract(name, tmp_path)
+    code, report = audit_json(tmp_path)
+    assert code == 0
+    assert report["torch_npu"] == {"version": None, "path": str(tmp_path.resolve())}
+    assert {(f["before"], f["after"]) for f in report["fixes"]} == {("fixed-upstream", "-")}
+
+
 def test_audit_wheel_without_backend():
     code, report = audit_json(wheel_path("2.12.0.post3"))
     assert code == 0

@@ -29,7 +29,8 @@ import contextlib
 import enum
 import os
 import types
-from typing import Any, Callable, Collection, Mapping
+from collections.abc import Callable, Collection, Mapping
+from typing import Any
 from unittest import mock
 
 from ..core import Fix, Patcher, Probe

@@ -18,7 +18,8 @@
 from __future__ import annotations
 
 import types
-from typing import Any, Callable, Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping
+from typing import Any
 from unittest import mock
 
 from ..core import Fix, Patcher, Probe

@@ -21,7 +21,8 @@
 from __future__ import annotations
 
 import types
-from typing import Any, Callable, Mapping
+from collections.abc import Callable, Mapping
+from typing import Any
 from unittest import mock
 
 from ..core import Fix, Patcher, Probe

@@ -19,7 +19,8 @@
 from __future__ import annotations
 
 import types
-from typing import Any, Callable, MutableMapping
+from collections.abc import Callable, MutableMapping
+from typing import Any
 
 from ..core import Fix, Patcher, Probe
 

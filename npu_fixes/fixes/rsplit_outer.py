@@ -22,7 +22,8 @@
 from __future__ import annotations
 
 import types
-from typing import Any, Callable
+from collections.abc import Callable
+from typing import Any
 from unittest import mock
 
 from ..core import Fix, Patcher, Probe

@@ -163,7 +163,7 @@ def test_reregister_property_sweep(seed):
 def test_swap_sweep_over_assumption_flavours():
     reg = _registered("r0_1")
     for kwargs in itertools.product(*[(None, True, False)] * 2):
-        assumptions = {k: v for k, v in zip(("integer", "nonnegative"), kwargs) if v is not None}
+        assumptions = {k: v for k, v in zip(("integer", "nonnegative"), kwargs, strict=True) if v is not None}
         expr = sympy.Symbol("r0_1", **assumptions) + 1
         swapped = reregister(expr, set(), reg)
         assert swapped == reg["r0_1"] + 1

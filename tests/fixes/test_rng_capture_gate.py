@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from tests.conftest import FIXED_UPSTREAM, host_check, run_python, last_json, wheel_path
+from tests.conftest import FIXED_UPSTREAM, host_check, last_json, run_python, wheel_path
 
 # Registers fallbacks into a scratch table (so the real function runs without touching
 # Inductor's table), lowers every Bernoulli overload in a stand-in graph, and reports

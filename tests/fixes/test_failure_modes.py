@@ -1,0 +1,103 @@
+"""Real upstream code that does not look as expected: a probe that raises, a missing
+target, a changed signature. The fix is `failed` or `absent`, the target is untouched,
+and the import that triggered it succeeds."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from tests.conftest import STANDALONE_HOST, last_json, run_python
+
+BACKEND = Path("torch_npu/_inductor/triton_experimental")
+
+REPORT = """
+import inspect, json
+import npu_fixes
+from npu_fixes.core import resolve_owner
+from npu_fixes.fixes import all_fixes
+before = {}
+for fix in all_fixes():
+    try:
+        before[fix.name] = inspect.getattr_static(*resolve_owner(sys.modules[fix.module], fix.targets[0]))
+    except Exception:
+        before[fix.name] = None
+npu_fixes.apply()
+same = {}
+for fix in all_fixes():
+    try:
+        now = inspect.getattr_static(*resolve_owner(sys.modules[fix.module], fix.targets[0]))
+    except Exception:
+        now = None
+    same[fix.name] = now is before[fix.name]
+print(json.dumps({"states": {r.name: [r.state.value, r.detail] for r in npu_fixes.status()},
+                  "same": same}))
+"""
+
+
+def edit(root: Path, relative: str, old: str, new: str) -> None:
+    path = root / BACKEND / relative
+    text = path.read_text()
+    assert text.count(old) == 1, f"anchor not found once in {relative}: {old!r}"
+    path.write_text(text.replace(old, new))
+
+
+def run(root: Path, prelude: str = "") -> dict:
+    """Sabotage (``prelude``), load with fixes off, then turn them on and apply."""
+    code = ("import os, sys\nos.environ['NPU_FIXES'] = '0'\n" + STANDALONE_HOST + prelude
+            + f"loaded = host.load({str(root)!r})\n"
+            + "assert set(loaded.modules) == {'npu_triton_heuristics', 'codegen.triton', 'lowering'}\n"
+            + "del os.environ['NPU_FIXES']\n" + REPORT)
+    return last_json(run_python(code))
+
+
+def test_missing_target_and_changed_signature(prefix_copy, tmp_path):
+    import shutil
+
+    root = tmp_path / "copy"
+    shutil.copytree(prefix_copy("all"), root)
+    edit(root, "npu_triton_heuristics.py", "def _wrap_launcher_with_downcast(",
+         "def _renamed_wrap_launcher_with_downcast(")
+    edit(root, "npu_triton_heuristics.py", "    def make_launcher(self):", "    def make_launcher(self, variant=None):")
+    edit(root, "codegen/triton.py", "def _npu_rsplit_outer_applicable(kernel)", "def _npu_rsplit_outer_applicable(kernel, hint=None)")
+    res = run(root)
+    states = res["states"]
+    assert states["boundary-downcast"][0] == "absent" and "_wrap_launcher_with_downcast" in states["boundary-downcast"][1]
+    for name in ("launch-grid", "rsplit-outer"):
+        assert states[name][0] == "failed" and "upstream changed it" in states[name][1], states
+    assert states["dualview-fold"][0] == "applied" and states["rng-capture-gate"][0] == "applied"
+    for name in ("launch-grid", "rsplit-outer"):
+        assert res["same"][name], name
+
+
+def test_probe_that_raises_on_real_code(prefix_copy):
+    prelude = """
+from npu_fixes.fixes import dualview_fold
+def exploding(*args, **kwargs):
+    raise RuntimeError("probe exploded")
+dualview_fold.FIX.probe.__globals__["fold_once"] = exploding
+"""
+    res = run(prefix_copy("all"), prelude)
+    state, detail = res["states"]["dualview-fold"]
+    assert state == "failed" and "probe exploded" in detail
+    assert res["same"]["dualview-fold"]
+    assert {s for n, (s, _) in res["states"].items() if n != "dualview-fold"} == {"applied"}
+
+
+def test_import_succeeds_when_a_hook_fails(prefix_copy):
+    """The hook fires inside the import statement; a failing install must not break it."""
+    code = STANDALONE_HOST + """
+import json, logging
+import npu_fixes
+from npu_fixes.fixes import launch_grid
+def exploding(*args, **kwargs):
+    raise RuntimeError("install exploded")
+object.__setattr__(launch_grid.FIX, "install", exploding)
+loaded = host.load(%r)
+rec = {r.name: r for r in npu_fixes.status()}["launch-grid"]
+print(json.dumps([sorted(loaded.modules), rec.state.value, rec.detail]))
+""".replace("%r", repr(str(prefix_copy("all"))))
+    proc = run_python("import sys\n" + code)
+    modules, state, detail = last_json(proc)
+    assert modules == ["codegen.triton", "lowering", "npu_triton_heuristics"]
+    assert state == "failed" and "install exploded" in detail
+    assert proc.stderr.count("launch-grid failed") == 1
