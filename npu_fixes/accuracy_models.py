@@ -1,0 +1,140 @@
+"""Small, randomly initialised models for ``npu-fixes accuracy`` (no downloads).
+
+The Hugging Face models use ``transformers`` (the ``accuracy`` extra) with tiny configs;
+``BERT_pytorch`` is a BERT of our own in the style of the TorchBench model of that name
+(masked-LM and next-sentence heads). Each entry builds ``(model, inputs)`` on a device;
+``model(**inputs)`` returns a dict with the scalar ``"loss"`` and the prediction tensors.
+"""
+
+from __future__ import annotations
+
+from typing import Any, Callable
+
+BATCH, SEQ, VOCAB = 2, 16, 128
+
+
+def _tokens(device: Any, generator: Any) -> Any:
+    import torch
+
+    return torch.randint(5, VOCAB, (BATCH, SEQ), device=device, generator=generator)
+
+
+def _mlm_labels(ids: Any, generator: Any) -> Any:
+    import torch
+
+    keep = torch.rand(ids.shape, device=ids.device, generator=generator) < 0.3
+    return torch.where(keep, ids, torch.full_like(ids, -100))
+
+
+def _adapted(model: Any, keys: tuple[str, ...]) -> Any:
+    """A module returning ``{"loss", *keys}`` from a transformers model's output."""
+    import torch
+
+    class HuggingFaceAdapter(torch.nn.Module):
+        def __init__(self) -> None:
+            super().__init__()
+            self.model = model
+
+        def forward(self, **inputs: Any) -> dict[str, Any]:
+            out = self.model(**inputs)
+            return {"loss": out.loss, **{k: getattr(out, k) for k in keys}}
+
+    return HuggingFaceAdapter()
+
+
+def _hf(config_name: str, model_name: str, task: str, **config: Any) -> Callable[[Any, int], tuple]:
+    def build(device: Any, seed: int) -> tuple[Any, dict[str, Any]]:
+        import torch
+        import transformers
+
+        torch.manual_seed(seed)
+        cfg = getattr(transformers, config_name)(vocab_size=VOCAB, **config)
+        model = getattr(transformers, model_name)(cfg).to(device)
+        gen = torch.Generator(device=device).manual_seed(seed)
+        ids = _tokens(device, gen)
+        inputs: dict[str, Any] = {"input_ids": ids, "attention_mask": torch.ones_like(ids)}
+        if task == "mlm":
+            inputs["labels"] = _mlm_labels(ids, gen)
+            keys: tuple[str, ...] = ("logits",)
+        else:
+            inputs["start_positions"] = torch.randint(0, SEQ, (BATCH,), device=device, generator=gen)
+            inputs["end_positions"] = torch.randint(0, SEQ, (BATCH,), device=device, generator=gen)
+            keys = ("start_logits", "end_logits")
+        return _adapted(model, keys), inputs
+
+    return build
+
+
+_SMALL = dict(hidden_size=32, num_hidden_layers=2, num_attention_heads=2, intermediate_size=64,
+              max_position_embeddings=64)
+
+
+def _bert_pytorch(device: Any, seed: int) -> tuple[Any, dict[str, Any]]:
+    """A BERT with token, segment and learned position embeddings, post-norm encoder
+    layers, and the masked-LM and next-sentence heads of BERT pre-training."""
+    import torch
+    from torch import nn
+
+    torch.manual_seed(seed)
+    hidden, heads, layers = 32, 2, 2
+
+    class BertPytorch(nn.Module):
+        def __init__(self) -> None:
+            super().__init__()
+            self.token = nn.Embedding(VOCAB, hidden, padding_idx=0)
+            self.segment = nn.Embedding(3, hidden, padding_idx=0)
+            self.position = nn.Parameter(torch.randn(1, SEQ, hidden) * 0.02)
+            self.dropout = nn.Dropout(0.1)
+            layer = nn.TransformerEncoderLayer(hidden, heads, 4 * hidden, dropout=0.1,
+                                               activation="gelu", batch_first=True)
+            self.encoder = nn.TransformerEncoder(layer, layers, enable_nested_tensor=False)
+            self.mlm = nn.Linear(hidden, VOCAB)
+            self.nsp = nn.Linear(hidden, 2)
+
+        def forward(self, input_ids: Any, segment_ids: Any, mlm_labels: Any, nsp_labels: Any) -> dict:
+            x = self.dropout(self.token(input_ids) + self.segment(segment_ids) + self.position)
+            x = self.encoder(x)
+            mlm_logits = torch.log_softmax(self.mlm(x), dim=-1)
+            nsp_logits = torch.log_softmax(self.nsp(x[:, 0]), dim=-1)
+            loss = nn.functional.nll_loss(mlm_logits.transpose(1, 2), mlm_labels, ignore_index=-100)
+            loss = loss + nn.functional.nll_loss(nsp_logits, nsp_labels)
+            return {"loss": loss, "mlm_logits": mlm_logits, "nsp_logits": nsp_logits}
+
+    model = BertPytorch().to(device)
+    gen = torch.Generator(device=device).manual_seed(seed)
+    ids = _tokens(device, gen)
+    inputs = {
+        "input_ids": ids,
+        "segment_ids": torch.randint(1, 3, (BATCH, SEQ), device=device, generator=gen),
+        "mlm_labels": _mlm_labels(ids, gen),
+        "nsp_labels": torch.randint(0, 2, (BATCH,), device=device, generator=gen),
+    }
+    return model, inputs
+
+
+#: Model name -> builder ``(device, seed) -> (model, inputs)``, in the reports' order.
+MODELS: dict[str, Callable[[Any, int], tuple[Any, dict[str, Any]]]] = {
+    "BERT_pytorch": _bert_pytorch,
+    "BertForMaskedLM": _hf("BertConfig", "BertForMaskedLM", "mlm", **_SMALL),
+    "DistilBertForMaskedLM": _hf("DistilBertConfig", "DistilBertForMaskedLM", "mlm", dim=32, n_layers=2,
+                                 n_heads=2, hidden_dim=64, max_position_embeddings=64),
+    "AlbertForMaskedLM": _hf("AlbertConfig", "AlbertForMaskedLM", "mlm", embedding_size=16, **_SMALL),
+    "AlbertForQuestionAnswering": _hf("AlbertConfig", "AlbertForQuestionAnswering", "qa",
+                                      embedding_size=16, **_SMALL),
+    "DebertaForMaskedLM": _hf("DebertaConfig", "DebertaForMaskedLM", "mlm", relative_attention=True,
+                              pos_att_type=["p2c", "c2p"], **_SMALL),
+    "DebertaForQuestionAnswering": _hf("DebertaConfig", "DebertaForQuestionAnswering", "qa",
+                                       relative_attention=True, pos_att_type=["p2c", "c2p"], **_SMALL),
+    "DebertaV2ForMaskedLM": _hf("DebertaV2Config", "DebertaV2ForMaskedLM", "mlm", relative_attention=True,
+                                pos_att_type=["p2c", "c2p"], position_buckets=32, **_SMALL),
+    "DebertaV2ForQuestionAnswering": _hf("DebertaV2Config", "DebertaV2ForQuestionAnswering", "qa",
+                                         relative_attention=True, pos_att_type=["p2c", "c2p"],
+                                         position_buckets=32, **_SMALL),
+    "MobileBertForQuestionAnswering": _hf("MobileBertConfig", "MobileBertForQuestionAnswering", "qa",
+                                          hidden_size=32, embedding_size=16, num_hidden_layers=2,
+                                          num_attention_heads=2, intermediate_size=32, true_hidden_size=16,
+                                          intra_bottleneck_size=16, num_feedforward_networks=2,
+                                          max_position_embeddings=64),
+    "RobertaForQuestionAnswering": _hf("RobertaConfig", "RobertaForQuestionAnswering", "qa",
+                                       **{**_SMALL, "max_position_embeddings": SEQ + 4}),
+}

@@ -1,0 +1,72 @@
+"""`npu-fixes accuracy`: a CPU smoke run, and proof that it catches a wrong compile."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from tests.conftest import last_json, run_python
+
+
+def test_cli_smoke_two_tiny_models(tmp_path):
+    proc = run_python(
+        "import sys; sys.argv = ['npu-fixes', 'accuracy', '--models', 'BERT_pytorch,BertForMaskedLM',"
+        " '--iterations', '2', '--json']\nfrom npu_fixes.cli import main\nraise SystemExit(main())",
+        env={"TORCHINDUCTOR_CACHE_DIR": str(tmp_path)}, check=False,
+    )
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    report = json.loads(proc.stdout)
+    assert report["tolerance"] == 1e-2 and report["iterations"] == 2
+    assert [(m["name"], m["status"], m["iterations"]) for m in report["models"]] == [
+        ("BERT_pytorch", "pass_accuracy", 2), ("BertForMaskedLM", "pass_accuracy", 2)]
+    assert all(0 <= m["max_error"] < 1e-3 for m in report["models"])
+
+
+def test_a_wrong_compiled_graph_fails_and_names_the_tensor():
+    """A backend whose forward outputs are 10% off must fail, naming a prediction."""
+    res = last_json(run_python("""
+        import json, torch
+        from npu_fixes import accuracy
+
+        def off_by_ten_percent(gm, example_inputs):
+            def run(*args):
+                outs = gm(*args)
+                return type(outs)(o * 1.1 if isinstance(o, torch.Tensor) and o.is_floating_point() else o
+                                  for o in outs)
+            return run
+
+        accuracy.configure(None)
+        good = accuracy.check_model("BERT_pytorch", "cpu", 2, 0, "eager", None)
+        bad = accuracy.check_model("BERT_pytorch", "cpu", 2, 0, off_by_ten_percent, None)
+        print(json.dumps([accuracy.result_dict(good), accuracy.result_dict(bad), accuracy.failure_text(bad)]))
+    """))
+    good, bad, text = res
+    assert good["status"] == "pass_accuracy" and good["max_error"] == 0.0
+    assert bad["status"] == "fail_accuracy" and bad["failure"]["iteration"] == 1
+    assert bad["failure"]["tensor"].startswith("pred.") and bad["failure"]["max_error"] > 0.01
+    assert text.startswith(" (iteration 1: pred.")
+
+
+def test_compare_reports_first_failing_tensor():
+    import torch
+
+    from npu_fixes.accuracy import compare
+
+    ref = {"pred.x": torch.ones(4), "grad.w": torch.ones(3)}
+    ref64 = {k: v.double() for k, v in ref.items()}
+    assert compare(ref, {k: v.clone() for k, v in ref.items()}, ref64) == (None, 0.0)
+    res = {"pred.x": torch.ones(4), "grad.w": torch.tensor([1.0, 1.0, 2.0])}
+    assert compare(ref, res, ref64) == ("grad.w", 1.0)
+    assert compare(ref, {"pred.x": torch.ones(4)}, ref64)[0] == "grad.w"
+
+
+@pytest.mark.parametrize("args, message", [
+    (["--models", "NoSuchModel"], "unknown model(s) NoSuchModel"),
+    (["--iterations", "0"], "--iterations must be at least 1"),
+])
+def test_bad_arguments_exit_2(args, message):
+    proc = run_python(
+        f"import sys; sys.argv = ['npu-fixes', 'accuracy', *{args!r}]\n"
+        "from npu_fixes.cli import main\nraise SystemExit(main())", check=False)
+    assert proc.returncode == 2 and message in proc.stderr
