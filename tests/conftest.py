@@ -31,7 +31,9 @@ def wheel_path(version: str) -> Path:
 def run_python(code: str, env: dict[str, str] | None = None, check: bool = True,
                args: list[str] | None = None) -> subprocess.CompletedProcess[str]:
     """Run ``code`` in a fresh interpreter with the repo importable."""
-    full_env = {k: v for k, v in os.environ.items() if not k.startswith("NPU_FIXES")}
+    # Switches of this process (NPU_FIXES*, the ops tests' TRITON_INTERPRET) stay here.
+    full_env = {k: v for k, v in os.environ.items()
+                if not k.startswith("NPU_FIXES") and k != "TRITON_INTERPRET"}
     full_env["NPU_FIXES_WHEELS"] = str(WHEEL_DIR)
     full_env["TORCH_DEVICE_BACKEND_AUTOLOAD"] = "0"
     full_env["PYTHONPATH"] = os.pathsep.join(filter(None, [str(REPO), os.environ.get("PYTHONPATH")]))

@@ -1,0 +1,333 @@
+"""Benchmark npu_fixes.ops.parallel_cross_entropy on a CUDA GPU.
+
+Forward+backward time against ``torch.nn.functional.cross_entropy`` in the same dtype (and
+Liger-Kernel's cross entropy when importable), on five typical shapes and a random sweep of
+shapes; the fraction of HBM bandwidth reached for 2 reads + 1 write of the logits at
+N=8192, V=128256 (against a measured device copy); peak memory beyond inputs and gradient;
+memory growth over 1000 calls. Writes CSV and PNG files into ``--out``.
+
+    python benchmarks/ce_benchmark.py --out benchmarks/results/h200
+    python benchmarks/ce_benchmark.py --out /tmp/tune --tune   # block/warps grid only
+"""
+
+from __future__ import annotations
+
+import argparse
+import csv
+import math
+import random
+import statistics
+import time
+from collections.abc import Callable
+from functools import partial
+from pathlib import Path
+
+import torch
+import torch.nn.functional as F
+
+from npu_fixes.ops import cross_entropy as ce
+from npu_fixes.ops import parallel_cross_entropy
+
+try:
+    from liger_kernel.transformers.functional import liger_cross_entropy
+except ImportError:  # optional
+    liger_cross_entropy = None
+
+TYPICAL = [(2, 128, 4096), (4, 256, 8192), (2, 512, 32000), (2, 256, 65536), (1, 512, 128000)]
+DTYPES = {"fp32": torch.float32, "bf16": torch.bfloat16}
+
+
+def time_ms(fn: Callable[[], object], reps: int, warmup: int = 2) -> float:
+    """Median milliseconds of ``fn`` over ``reps`` runs, timed with CUDA events."""
+    for _ in range(warmup):
+        fn()
+    events = [
+        (torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)) for _ in range(reps)
+    ]
+    for start, end in events:
+        start.record()
+        fn()
+        end.record()
+    torch.cuda.synchronize()
+    return statistics.median(s.elapsed_time(e) for s, e in events)
+
+
+def graph_ms(fn: Callable[[], object], reps: int, inner: int = 5) -> float:
+    """Device time of ``fn`` without host launch overhead: ``inner`` calls captured in one
+    CUDA graph, median replay time over ``reps`` replays, divided by ``inner``."""
+    side = torch.cuda.Stream()
+    side.wait_stream(torch.cuda.current_stream())
+    with torch.cuda.stream(side):
+        fn()
+    torch.cuda.current_stream().wait_stream(side)
+    graph = torch.cuda.CUDAGraph()
+    with torch.cuda.graph(graph):
+        for _ in range(inner):
+            fn()
+    ms = time_ms(graph.replay, reps, warmup=1) / inner
+    del graph
+    return ms
+
+
+def copy_bandwidth() -> float:
+    """Device-to-device copy rate in bytes/s, counting bytes read plus bytes written."""
+    src = torch.empty(2**30, dtype=torch.float32, device="cuda").normal_()
+    dst = torch.empty_like(src)
+    ms = time_ms(lambda: dst.copy_(src), reps=20)
+    return 2 * src.numel() * 4 / (ms * 1e-3)
+
+
+def make(b: int, sq: int, v: int, dtype: torch.dtype) -> tuple[torch.Tensor, torch.Tensor]:
+    x = torch.randn(b, sq, v, device="cuda", dtype=dtype).requires_grad_()
+    t = torch.randint(0, v, (b, sq), device="cuda")
+    t[:, ::17] = -100
+    return x, t
+
+
+def step_ours(x: torch.Tensor, t: torch.Tensor, inplace: bool = False) -> Callable[[], object]:
+    return lambda: torch.autograd.grad(
+        parallel_cross_entropy(x, t, reduce_loss=True, inplace_grad=inplace), x
+    )
+
+
+def step_torch(x: torch.Tensor, t: torch.Tensor) -> Callable[[], object]:
+    v = x.shape[-1]
+    return lambda: torch.autograd.grad(F.cross_entropy(x.view(-1, v), t.view(-1), ignore_index=-100), x)
+
+
+def step_liger(x: torch.Tensor, t: torch.Tensor) -> Callable[[], object]:
+    v = x.shape[-1]
+    return lambda: torch.autograd.grad(liger_cross_entropy(x.view(-1, v), t.view(-1), ignore_index=-100), x)
+
+
+def peak_extra_bytes(fn: Callable[[], object]) -> int:
+    """Peak allocation of one fwd+bwd beyond what was allocated before and the gradient kept."""
+    fn()
+    torch.cuda.synchronize()
+    base = torch.cuda.memory_allocated()
+    torch.cuda.reset_peak_memory_stats()
+    out = fn()
+    torch.cuda.synchronize()
+    kept = torch.cuda.memory_allocated() - base
+    peak = torch.cuda.max_memory_allocated() - base
+    del out
+    return peak - kept
+
+
+def typical(out: Path, reps: int) -> None:
+    f = open(out / "ce_typical.csv", "w", newline="")
+    writer = csv.writer(f)
+    writer.writerow(
+        [
+            "dtype",
+            "B",
+            "SQ",
+            "V",
+            "ours_ms",
+            "torch_ms",
+            "liger_ms",
+            "ours_inplace_ms",
+            "ours_graph_ms",
+            "torch_graph_ms",
+        ]
+    )
+    print(
+        f"{'dtype':5s} {'shape':>16s} {'ours ms':>9s} {'torch ms':>9s} {'ours/pt':>8s} {'liger ms':>9s} "
+        f"{'inplace ms':>10s} {'graph ours/pt':>14s}"
+    )
+    for name, dtype in DTYPES.items():
+        for shape in TYPICAL:
+            x, t = make(*shape, dtype)
+            ours = time_ms(step_ours(x, t), reps)
+            pt = time_ms(step_torch(x, t), reps)
+            inplace = time_ms(step_ours(x.detach().clone().requires_grad_(), t, inplace=True), reps)
+            lg = (
+                time_ms(step_liger(x.detach().clone().requires_grad_(), t), reps)
+                if liger_cross_entropy
+                else float("nan")
+            )
+            g_ours = graph_ms(step_ours(x, t), reps)
+            g_pt = graph_ms(step_torch(x, t), reps)
+            writer.writerow([name, *shape, ours, pt, lg, inplace, g_ours, g_pt])
+            print(
+                f"{name:5s} {str(shape):>16s} {ours:9.4f} {pt:9.4f} {ours / pt:8.3f} {lg:9.4f} "
+                f"{inplace:10.4f} {g_ours:.4f}/{g_pt:.4f}={g_ours / g_pt:.3f}"
+            )
+            del x
+    f.close()
+
+
+def bandwidth_and_memory(writer: csv.writer, hbm: float, reps: int) -> None:
+    n, v = 8192, 128256
+    for name, dtype in DTYPES.items():
+        x, t = make(1, n, v, dtype)
+        logits = x.numel() * x.element_size()
+        total = time_ms(step_ours(x, t), reps)
+        fwd = time_ms(partial(parallel_cross_entropy, x.detach(), t, reduce_loss=True), reps)
+        frac = 3 * logits / (total * 1e-3) / hbm
+        extra_ours = peak_extra_bytes(step_ours(x, t))
+        extra_pt = peak_extra_bytes(step_torch(x, t))
+        writer.writerow([f"{name}_fwd_bwd_ms", total])
+        writer.writerow([f"{name}_fwd_ms", fwd])
+        writer.writerow([f"{name}_hbm_fraction_2r1w", frac])
+        writer.writerow([f"{name}_peak_extra_over_logits_ours", extra_ours / logits])
+        writer.writerow([f"{name}_peak_extra_over_logits_torch", extra_pt / logits])
+        print(
+            f"{name} N={n} V={v}: fwd+bwd {total:.3f} ms (fwd {fwd:.3f}), "
+            f"{frac:.1%} of {hbm / 1e12:.2f} TB/s copy bandwidth for 2 reads + 1 write; "
+            f"peak extra memory ours {extra_ours / logits:.2%} of logits, torch {extra_pt / logits:.2%}"
+        )
+        del x
+
+
+def leak(writer: csv.writer) -> None:
+    x, t = make(4, 256, 8192, torch.bfloat16)
+    step = step_ours(x, t)
+    step()
+    torch.cuda.synchronize()
+    before = torch.cuda.memory_allocated()
+    for _ in range(1000):
+        step()
+    torch.cuda.synchronize()
+    growth = torch.cuda.memory_allocated() - before
+    writer.writerow(["bytes_growth_over_1000_calls_bf16_4x256x8192", growth])
+    print(f"memory growth over 1000 calls: {growth} bytes")
+
+
+def sweep(out: Path, count: int, reps: int) -> list[tuple]:
+    rng = random.Random(0)
+    results = []
+    t0 = time.time()
+    for i in range(count):
+        name = "fp32" if i % 2 == 0 else "bf16"
+        while True:
+            n = int(math.exp(rng.uniform(math.log(256), math.log(32768))))
+            v = int(math.exp(rng.uniform(math.log(4096), math.log(256000))))
+            if n * v * DTYPES[name].itemsize <= 4 * 2**30:
+                break
+        b = rng.choice([1, 2, 4, 8])
+        sq = max(1, n // b)
+        x, t = make(b, sq, v, DTYPES[name])
+        ours = time_ms(step_ours(x, t), reps, warmup=1)
+        pt = time_ms(step_torch(x, t), reps, warmup=1)
+        g_ours = graph_ms(step_ours(x, t), reps)
+        g_pt = graph_ms(step_torch(x, t), reps)
+        results.append((name, b, sq, v, ours, pt, ours / pt, g_ours, g_pt, g_ours / g_pt))
+        del x, t
+    print(f"sweep of {count} shapes took {time.time() - t0:.0f} s")
+    with open(out / "ce_sweep.csv", "w", newline="") as f:
+        w = csv.writer(f)
+        w.writerow(
+            [
+                "dtype",
+                "B",
+                "SQ",
+                "V",
+                "ours_ms",
+                "torch_ms",
+                "ours_over_torch",
+                "ours_graph_ms",
+                "torch_graph_ms",
+                "graph_ours_over_torch",
+            ]
+        )
+        w.writerows(results)
+    for name in DTYPES:
+        for label, col in (("eager", 6), ("cuda graph", 9)):
+            ratios = [r[col] for r in results if r[0] == name]
+            print(
+                f"sweep {name} {label}: {len(ratios)} shapes, ours/torch mean {statistics.mean(ratios):.3f} "
+                f"median {statistics.median(ratios):.3f} max {max(ratios):.3f} min {min(ratios):.3f}"
+            )
+    return results
+
+
+def plot(out: Path, results: list[tuple]) -> None:
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    fig, axes = plt.subplots(1, 2, figsize=(13, 5), sharey=True)
+    for ax, (label, col) in zip(
+        axes, (("eager (host launch overhead included)", 6), ("CUDA graph (device time)", 9)), strict=True
+    ):
+        for name, color in (("fp32", "tab:blue"), ("bf16", "tab:orange")):
+            pts = [(r[1] * r[2] * r[3], r[col]) for r in results if r[0] == name]
+            ax.scatter([p[0] for p in pts], [p[1] for p in pts], s=6, c=color, label=name)
+        ax.axhline(1.0, color="k", lw=0.8)
+        ax.axhline(0.5, color="gray", lw=0.8, ls="--")
+        ax.set_xscale("log")
+        ax.set_yscale("log")
+        ax.set_xlabel("logits (N * V)")
+        ax.set_title(label)
+        ax.legend()
+    axes[0].set_ylabel("time ours / torch F.cross_entropy (fwd+bwd)")
+    fig.suptitle(f"parallel_cross_entropy vs PyTorch on {torch.cuda.get_device_name()}")
+    fig.tight_layout()
+    fig.savefig(out / "ce_sweep.png", dpi=120)
+
+
+def tune() -> None:
+    """Time the forward and backward kernels over a grid of block sizes and warps."""
+    for name, dtype in DTYPES.items():
+        for b, sq, v in ((1, 8192, 128256), (1, 256, 128256), (4, 1024, 32000)):
+            x, t = make(b, sq, v, dtype)
+            x = x.detach()
+            for block in (4096, 8192, 16384, 32768):
+                for warps in (4, 8, 16, 32):
+                    ce.MAX_FUSED_BLOCK["cuda"] = block
+                    ce._CUDA_WARPS["fwd"] = ce._CUDA_WARPS["bwd"] = warps
+                    _, lse, inv = ce._forward(x, t, 0.0, True, -100)
+                    g = torch.ones((), device="cuda")
+                    fwd = time_ms(partial(ce._forward, x, t, 0.0, True, -100), 10)
+                    bwd = time_ms(partial(ce._backward, g, x, t, lse, inv, 0.0, -100, None), 10)
+                    tb = x.numel() * x.element_size() / 1e12
+                    print(
+                        f"tune {name} {(b, sq, v)} block {block:5d} warps {warps:2d}: "
+                        f"fwd {fwd:.4f} ms ({tb / fwd * 1e3:.2f} TB/s)  "
+                        f"bwd {bwd:.4f} ms ({2 * tb / bwd * 1e3:.2f} TB/s)"
+                    )
+    small = [(1, 16, 1024), (1, 64, 4096), (2, 128, 4096), (1, 256, 8192)]
+    for b, sq, v in small:
+        x, t = make(b, sq, v, torch.bfloat16)
+        res = {}
+        for force in ("1", "0"):
+            ce.os.environ["NPU_FIXES_CE_FORCE_TRITON"] = force
+            res[force] = time_ms(step_ours(x, t), 50)
+        del ce.os.environ["NPU_FIXES_CE_FORCE_TRITON"]
+        pt = time_ms(step_torch(x, t), 50)
+        print(
+            f"route {(b, sq, v)}: triton {res['1']:.4f} ms, torch path {res['0']:.4f} ms, "
+            f"F.cross_entropy {pt:.4f} ms"
+        )
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--out", type=Path, required=True, help="directory for CSV and PNG")
+    parser.add_argument("--sweep", type=int, default=1500, help="number of random shapes")
+    parser.add_argument("--reps", type=int, default=5, help="timed repetitions per sweep case")
+    parser.add_argument("--tune", action="store_true", help="only time the block/warps grid")
+    args = parser.parse_args()
+    args.out.mkdir(parents=True, exist_ok=True)
+    torch.manual_seed(0)
+    if args.tune:
+        tune()
+        return
+    hbm = copy_bandwidth()
+    print(f"{torch.cuda.get_device_name()}: copy bandwidth {hbm / 1e12:.2f} TB/s (read + write)")
+    typical(args.out, reps=20)
+    with open(args.out / "ce_summary.csv", "w", newline="") as f:
+        writer = csv.writer(f)
+        writer.writerow(["metric", "value"])
+        writer.writerow(["device", torch.cuda.get_device_name()])
+        writer.writerow(["hbm_copy_bytes_per_s", hbm])
+        bandwidth_and_memory(writer, hbm, reps=10)
+        leak(writer)
+    results = sweep(args.out, args.sweep, args.reps)
+    plot(args.out, results)
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,547 @@
+"""Parallel cross entropy: public function, validation, autograd, routing.
+
+Semantics follow Transformer Engine's ``parallel_cross_entropy`` (v2.17) on one device;
+vocabulary parallelism (``dist_process_group`` of more than one rank) is not implemented
+yet. The kernels live in :mod:`npu_fixes.ops.cross_entropy_kernels`.
+
+Environment:
+
+* ``NPU_FIXES_CE_FORCE_TRITON=1`` / ``=0`` forces the Triton / PyTorch path (default: route
+  by device and size, see :func:`use_triton`).
+* ``NPU_FIXES_CE_CHECK=1`` checks every target on the host and raises ``ValueError`` for
+  one outside ``[0, V)`` that is not ``ignore_idx`` (a device sync; skipped while a CUDA
+  graph is being captured). Without it such a row gets a NaN loss and a NaN gradient.
+"""
+
+from __future__ import annotations
+
+import math
+import os
+from contextlib import nullcontext
+from dataclasses import dataclass
+from functools import cache
+from typing import Any
+
+import torch
+from torch import Tensor
+
+__all__ = ["parallel_cross_entropy", "use_triton"]
+
+_FLOAT_DTYPES = (torch.float32, torch.bfloat16, torch.float16)
+
+# Largest vocabulary block one program holds at once, per device type. Ascend's unified
+# buffer overflows above 4096 (910B3). On an H200, blocks of 4096 to 32768 were tried and
+# 4096 was fastest (benchmarks/ce_benchmark.py --tune).
+MAX_FUSED_BLOCK: dict[str, int] = {"npu": 4096, "cuda": 4096}
+_DEFAULT_MAX_BLOCK = 4096
+# Warps per program on CUDA for the forward and backward kernels (measured on an H200).
+_CUDA_WARPS: dict[str, int] = {"fwd": 4, "bwd": 16}
+# Most programs along grid axis 0; more rows are looped over inside a program.
+_MAX_ROW_PROGRAMS: dict[str, int] = {"cuda": 2**31 - 1}
+_DEFAULT_MAX_ROW_PROGRAMS = 65535
+# Split a row's vocabulary over several programs until rows * splits >= WAVES * cores.
+_WAVES = 4
+# Fewest logits for the Triton path on CUDA. On an H200 the Triton path beat the PyTorch
+# path at every size measured (down to 16 x 1024), so every size takes it.
+CUDA_MIN_TRITON_ELEMENTS = 0
+# Ascend measurement (seed 004): Triton wins from this vocabulary size up.
+NPU_MIN_TRITON_VOCAB = 16384
+
+
+def _env(name: str) -> str | None:
+    value = os.environ.get(name)
+    return None if value is None or value == "" else value
+
+
+def _interpreting() -> bool:
+    return _env("TRITON_INTERPRET") == "1"
+
+
+def use_triton(inp: Tensor) -> bool:
+    """Whether ``inp`` (already validated) takes the Triton path.
+
+    ``NPU_FIXES_CE_FORCE_TRITON`` decides when set. Otherwise: CUDA from
+    ``CUDA_MIN_TRITON_ELEMENTS`` logits, NPU from ``NPU_MIN_TRITON_VOCAB`` vocabulary
+    entries, CPU never (the Triton interpreter is only for tests), other devices always.
+    """
+    force = _env("NPU_FIXES_CE_FORCE_TRITON")
+    device = inp.device.type
+    if force is not None:
+        if force not in ("0", "1"):
+            raise ValueError(f"NPU_FIXES_CE_FORCE_TRITON must be 0 or 1, got {force!r}")
+        if force == "1" and device == "cpu" and not _interpreting():
+            raise RuntimeError(
+                "NPU_FIXES_CE_FORCE_TRITON=1 with CPU tensors needs the Triton interpreter "
+                "(TRITON_INTERPRET=1 before triton is imported)"
+            )
+        return force == "1"
+    if device == "cpu":
+        return False
+    if device == "cuda":
+        return inp.numel() >= CUDA_MIN_TRITON_ELEMENTS
+    if device == "npu":
+        return inp.shape[-1] >= NPU_MIN_TRITON_VOCAB
+    return True
+
+
+@dataclass(frozen=True)
+class _Launch:
+    block: int
+    fwd_warps: int
+    bwd_warps: int
+    splits: int
+    chunk: int
+    row_programs: int
+
+
+@cache
+def _num_cores(device: torch.device) -> int:
+    if device.type == "cuda":
+        return torch.cuda.get_device_properties(device).multi_processor_count
+    if device.type == "npu":
+        return 48  # vector cores of a 910B2; 910B3 has 40
+    return 1
+
+
+def _launch_config(n_rows: int, vocab: int, device_type: str, cores: int) -> _Launch:
+    """Block size, warps and the split of each row's vocabulary over programs."""
+    max_block = MAX_FUSED_BLOCK.get(device_type, _DEFAULT_MAX_BLOCK)
+    block = min(max_block, max(16, 1 << (vocab - 1).bit_length()))
+    fwd_warps, bwd_warps = (_CUDA_WARPS["fwd"], _CUDA_WARPS["bwd"]) if device_type == "cuda" else (4, 4)
+    n_blocks = math.ceil(vocab / block)
+    splits = max(1, min(n_blocks, math.ceil(_WAVES * cores / max(n_rows, 1))))
+    chunk = math.ceil(n_blocks / splits) * block
+    splits = math.ceil(vocab / chunk)
+    row_programs = min(n_rows, _MAX_ROW_PROGRAMS.get(device_type, _DEFAULT_MAX_ROW_PROGRAMS))
+    return _Launch(block, fwd_warps, bwd_warps, splits, chunk, row_programs)
+
+
+def _device_guard(device: torch.device) -> Any:
+    if device.type == "cuda" and device.index != torch.cuda.current_device():
+        return torch.cuda.device(device)
+    return nullcontext()
+
+
+def _capturing(device: torch.device) -> bool:
+    return device.type == "cuda" and torch.cuda.is_current_stream_capturing()
+
+
+def _check_targets(target: Tensor, vocab: int, ignore_idx: int) -> None:
+    bad = (target != ignore_idx) & ((target < 0) | (target >= vocab))
+    if bool(bad.any()):
+        first = target[bad][0].item()
+        raise ValueError(
+            f"target holds {int(bad.sum())} value(s) outside [0, {vocab}) that are not "
+            f"ignore_idx={ignore_idx}, e.g. {first}"
+        )
+
+
+# ---------------------------------------------------------------------------- PyTorch path
+
+
+def _torch_forward(inp: Tensor, target: Tensor, eps: float, ignore_idx: int) -> tuple[Tensor, Tensor]:
+    vocab = inp.shape[-1]
+    x = inp.reshape(-1, vocab).float()
+    t = target.reshape(-1).long()
+    valid = t != ignore_idx
+    bad = valid & ((t < 0) | (t >= vocab))
+    lse = torch.logsumexp(x, dim=-1)
+    xt = x.gather(1, torch.where(valid & ~bad, t, 0).unsqueeze(1)).squeeze(1)
+    loss = lse - (1.0 - eps) * xt
+    if eps > 0.0:
+        loss = loss - eps * x.mean(dim=-1)
+    nan = torch.full_like(lse, float("nan"))
+    loss = torch.where(bad, nan, torch.where(valid, loss, 0.0))
+    lse = torch.where(bad, nan, torch.where(valid, lse, 0.0))
+    return loss, lse
+
+
+def _torch_backward(
+    grad_loss: Tensor,
+    inp: Tensor,
+    target: Tensor,
+    lse: Tensor,
+    scale: Tensor | None,
+    eps: float,
+    ignore_idx: int,
+) -> Tensor:
+    vocab = inp.shape[-1]
+    x = inp.reshape(-1, vocab).float()
+    t = target.reshape(-1).long()
+    valid = t != ignore_idx
+    hit = valid & (t >= 0) & (t < vocab)
+    g = torch.exp(x - lse.unsqueeze(1)) - eps / vocab
+    g.scatter_add_(1, torch.where(hit, t, 0).unsqueeze(1), -(1.0 - eps) * hit.float().unsqueeze(1))
+    row_scale = grad_loss.float().expand(inp.shape[:2]).reshape(-1)
+    if scale is not None:
+        row_scale = row_scale * scale
+    g = torch.where(valid.unsqueeze(1), g * row_scale.unsqueeze(1), 0.0)
+    return g.to(inp.dtype).view(inp.shape)
+
+
+# ----------------------------------------------------------------------------- Triton path
+
+
+def _triton_forward(inp: Tensor, target: Tensor, eps: float, ignore_idx: int) -> tuple[Tensor, Tensor]:
+    from .cross_entropy_kernels import ce_finalize_kernel, ce_forward_kernel
+
+    d0, d1, vocab = inp.shape
+    n_rows = d0 * d1
+    cfg = _launch_config(n_rows, vocab, inp.device.type, _num_cores(inp.device))
+    loss = torch.empty(n_rows, dtype=torch.float32, device=inp.device)
+    lse = torch.empty(n_rows, dtype=torch.float32, device=inp.device)
+    fused = cfg.splits == 1
+    part = loss if fused else torch.empty((4, cfg.splits, n_rows), dtype=torch.float32, device=inp.device)
+    with _device_guard(inp.device):
+        ce_forward_kernel[(cfg.row_programs, cfg.splits)](
+            inp,
+            *inp.stride(),
+            target,
+            *target.stride(),
+            loss,
+            lse,
+            part,
+            n_rows,
+            d1,
+            vocab,
+            cfg.chunk,
+            cfg.splits,
+            cfg.row_programs,
+            eps,
+            ignore_idx,
+            BLOCK=cfg.block,
+            V_CONTIG=inp.stride(2) == 1,
+            FUSED=fused,
+            SMOOTH=eps > 0.0,
+            num_warps=cfg.fwd_warps,
+        )
+        if not fused:
+            block_r = 128
+            ce_finalize_kernel[(math.ceil(n_rows / block_r),)](
+                part,
+                target,
+                *target.stride(),
+                loss,
+                lse,
+                n_rows,
+                d1,
+                cfg.splits,
+                vocab,
+                eps,
+                ignore_idx,
+                BLOCK_R=block_r,
+            )
+    return loss, lse
+
+
+def _triton_backward(
+    grad_loss: Tensor,
+    inp: Tensor,
+    target: Tensor,
+    lse: Tensor,
+    scale: Tensor | None,
+    eps: float,
+    ignore_idx: int,
+    out: Tensor,
+) -> Tensor:
+    from .cross_entropy_kernels import ce_backward_kernel
+
+    d0, d1, vocab = inp.shape
+    n_rows = d0 * d1
+    cfg = _launch_config(n_rows, vocab, inp.device.type, _num_cores(inp.device))
+    go_strides = grad_loss.stride() if grad_loss.dim() == 2 else (0, 0)
+    with _device_guard(inp.device):
+        ce_backward_kernel[(cfg.row_programs, cfg.splits)](
+            inp,
+            *inp.stride(),
+            out,
+            *out.stride(),
+            target,
+            *target.stride(),
+            lse,
+            grad_loss,
+            *go_strides,
+            lse if scale is None else scale,
+            n_rows,
+            d1,
+            vocab,
+            cfg.chunk,
+            cfg.row_programs,
+            eps,
+            ignore_idx,
+            BLOCK=cfg.block,
+            HAS_SCALE=scale is not None,
+            X_CONTIG=inp.stride(2) == 1,
+            G_CONTIG=out.stride(2) == 1,
+            num_warps=cfg.bwd_warps,
+        )
+    return out
+
+
+# ------------------------------------------------------------------------ shared pieces
+
+
+def _triton_mean(loss: Tensor, target: Tensor, ignore_idx: int) -> tuple[Tensor, Tensor]:
+    from .cross_entropy_kernels import ce_mean_kernel
+
+    mean = loss.new_empty(())
+    inv_count = loss.new_empty(())
+    with _device_guard(loss.device):
+        ce_mean_kernel[(1,)](
+            loss,
+            target,
+            *target.stride(),
+            mean,
+            inv_count,
+            loss.numel(),
+            target.shape[1],
+            ignore_idx,
+            BLOCK_R=1024,
+        )
+    return mean, inv_count
+
+
+def _forward(
+    inp: Tensor, target: Tensor, eps: float, reduce_loss: bool, ignore_idx: int
+) -> tuple[Tensor, Tensor, Tensor]:
+    """Loss (per row or mean), per-row lse, and 1/n_valid (0-d; empty when not reducing)."""
+    d0, d1, vocab = inp.shape
+    if _env("NPU_FIXES_CE_CHECK") == "1" and not _capturing(inp.device):
+        _check_targets(target, vocab, ignore_idx)
+    triton_path = inp.numel() > 0 and use_triton(inp)
+    if triton_path:
+        loss, lse = _triton_forward(inp, target, eps, ignore_idx)
+    elif inp.numel() > 0:
+        loss, lse = _torch_forward(inp, target, eps, ignore_idx)
+    else:
+        loss = torch.zeros((d0 * d1,), dtype=torch.float32, device=inp.device)
+        lse = torch.zeros((d0 * d1,), dtype=torch.float32, device=inp.device)
+    if not reduce_loss:
+        return loss.view(d0, d1), lse, loss.new_empty((0,))
+    if triton_path:
+        mean, inv_count = _triton_mean(loss, target, ignore_idx)
+        return mean, lse, inv_count
+    inv_count = 1.0 / (target != ignore_idx).sum().clamp(min=1).to(torch.float32)
+    return loss.sum() * inv_count, lse, inv_count
+
+
+def _backward(
+    grad_loss: Tensor,
+    inp: Tensor,
+    target: Tensor,
+    lse: Tensor,
+    inv_count: Tensor,
+    eps: float,
+    ignore_idx: int,
+    out: Tensor | None,
+) -> Tensor:
+    """Gradient of the loss w.r.t. ``inp``; written into ``out`` when given."""
+    scale = inv_count if inv_count.dim() == 0 else None
+    if inp.numel() == 0:
+        return torch.zeros_like(inp) if out is None else out
+    if use_triton(inp):
+        return _triton_backward(
+            grad_loss,
+            inp,
+            target,
+            lse,
+            scale,
+            eps,
+            ignore_idx,
+            torch.empty_like(inp) if out is None else out,
+        )
+    grad = _torch_backward(grad_loss, inp, target, lse, scale, eps, ignore_idx)
+    return grad if out is None else out.copy_(grad)
+
+
+# ------------------------------------------------------------------------- custom ops
+
+
+@torch.library.custom_op("npu_fixes::cross_entropy_fwd", mutates_args=())
+def _ce_fwd(
+    inp: Tensor, target: Tensor, label_smoothing: float, reduce_loss: bool, ignore_idx: int
+) -> tuple[Tensor, Tensor, Tensor]:
+    return _forward(inp, target, label_smoothing, reduce_loss, ignore_idx)
+
+
+@_ce_fwd.register_fake
+def _ce_fwd_fake(
+    inp: Tensor, target: Tensor, label_smoothing: float, reduce_loss: bool, ignore_idx: int
+) -> tuple[Tensor, Tensor, Tensor]:
+    d0, d1, _ = inp.shape
+    f32 = {"dtype": torch.float32, "device": inp.device}
+    lse = torch.empty((d0 * d1,), **f32)
+    if reduce_loss:
+        return torch.empty((), **f32), lse, torch.empty((), **f32)
+    return torch.empty((d0, d1), **f32), lse, torch.empty((0,), **f32)
+
+
+@torch.library.custom_op("npu_fixes::cross_entropy_bwd", mutates_args=())
+def _ce_bwd(
+    grad_loss: Tensor,
+    inp: Tensor,
+    target: Tensor,
+    lse: Tensor,
+    inv_count: Tensor,
+    label_smoothing: float,
+    ignore_idx: int,
+) -> Tensor:
+    return _backward(grad_loss, inp, target, lse, inv_count, label_smoothing, ignore_idx, None)
+
+
+@_ce_bwd.register_fake
+def _ce_bwd_fake(
+    grad_loss: Tensor,
+    inp: Tensor,
+    target: Tensor,
+    lse: Tensor,
+    inv_count: Tensor,
+    label_smoothing: float,
+    ignore_idx: int,
+) -> Tensor:
+    return torch.empty_like(inp)
+
+
+def _setup_context(ctx: Any, inputs: tuple[Any, ...], output: tuple[Tensor, Tensor, Tensor]) -> None:
+    inp, target, label_smoothing, _, ignore_idx = inputs
+    _, lse, inv_count = output
+    ctx.save_for_backward(inp, target, lse, inv_count)
+    ctx.label_smoothing = label_smoothing
+    ctx.ignore_idx = ignore_idx
+    ctx.mark_non_differentiable(lse, inv_count)
+
+
+def _ce_fwd_backward(
+    ctx: Any, grad_loss: Tensor, _grad_lse: Any, _grad_inv: Any
+) -> tuple[Tensor, None, None, None, None]:
+    inp, target, lse, inv_count = ctx.saved_tensors
+    grad = _ce_bwd(grad_loss, inp, target, lse, inv_count, ctx.label_smoothing, ctx.ignore_idx)
+    return grad, None, None, None, None
+
+
+_ce_fwd.register_autograd(_ce_fwd_backward, setup_context=_setup_context)
+
+
+class _CrossEntropyFunction(torch.autograd.Function):
+    """Eager autograd (cheaper to dispatch than the custom op); same forward and backward."""
+
+    @staticmethod
+    def forward(
+        ctx: Any,
+        inp: Tensor,
+        target: Tensor,
+        label_smoothing: float,
+        reduce_loss: bool,
+        ignore_idx: int,
+        inplace_grad: bool,
+    ) -> Tensor:
+        loss, lse, inv_count = _forward(inp, target, label_smoothing, reduce_loss, ignore_idx)
+        # With inplace_grad, saving inp lets autograd's version check reject a second
+        # backward (inp then holds the gradient) instead of reading overwritten logits.
+        ctx.save_for_backward(inp, target, lse, inv_count)
+        ctx.label_smoothing = label_smoothing
+        ctx.ignore_idx = ignore_idx
+        ctx.inplace_grad = inplace_grad
+        return loss
+
+    @staticmethod
+    def backward(ctx: Any, grad_loss: Tensor) -> tuple[Tensor, None, None, None, None, None]:
+        inp, target, lse, inv_count = ctx.saved_tensors
+        out = inp.detach() if ctx.inplace_grad else None
+        grad = _backward(grad_loss, inp, target, lse, inv_count, ctx.label_smoothing, ctx.ignore_idx, out)
+        if out is not None:
+            torch.autograd.graph.increment_version(out)
+        return grad, None, None, None, None, None
+
+
+@torch.compiler.disable
+def _inplace_grad_cross_entropy(
+    inp: Tensor, target: Tensor, label_smoothing: float, reduce_loss: bool, ignore_idx: int
+) -> Tensor:
+    return _CrossEntropyFunction.apply(inp, target, label_smoothing, reduce_loss, ignore_idx, True)
+
+
+# ------------------------------------------------------------------------- public API
+
+
+def _validate(inp: Any, target: Any, label_smoothing: float) -> None:
+    if not isinstance(inp, Tensor) or not isinstance(target, Tensor):
+        raise TypeError(
+            f"inp and target must be tensors, got {type(inp).__name__} and {type(target).__name__}"
+        )
+    if inp.dim() != 3:
+        raise ValueError(f"inp must be 3-D (B, SQ, V) or (SQ, B, V), got shape {tuple(inp.shape)}")
+    if inp.dtype not in _FLOAT_DTYPES:
+        raise ValueError(f"inp dtype must be float32, bfloat16 or float16, got {inp.dtype}")
+    if target.dtype.is_floating_point or target.dtype.is_complex or target.dtype == torch.bool:
+        raise ValueError(f"target must hold integer class indices, got dtype {target.dtype}")
+    if tuple(target.shape) != tuple(inp.shape[:2]):
+        raise ValueError(
+            f"target shape {tuple(target.shape)} must equal inp.shape[:2] = {tuple(inp.shape[:2])} "
+            f"(inp shape {tuple(inp.shape)})"
+        )
+    if target.device != inp.device:
+        raise ValueError(f"inp is on {inp.device} but target is on {target.device}")
+    if inp.shape[2] == 0 and inp.shape[0] * inp.shape[1] > 0:
+        raise ValueError(f"inp has an empty vocabulary dimension: shape {tuple(inp.shape)}")
+    if not 0.0 <= label_smoothing <= 1.0:
+        raise ValueError(f"label_smoothing must lie in [0, 1], got {label_smoothing}")
+
+
+def parallel_cross_entropy(
+    inp: Tensor,
+    target: Tensor,
+    label_smoothing: float = 0.0,
+    reduce_loss: bool = False,
+    dist_process_group: Any = None,
+    ignore_idx: int = -100,
+    is_cg_capturable: bool = False,
+    *,
+    inplace_grad: bool = False,
+) -> Tensor:
+    """Cross entropy of logits ``inp`` against class indices ``target``, in fp32.
+
+    Args:
+        inp: logits ``(B, SQ, V)`` or ``(SQ, B, V)``, float32/bfloat16/float16, any strides.
+        target: integer indices of shape ``inp.shape[:2]``, any strides; ``ignore_idx``
+            marks tokens that give loss 0 and a zero gradient.
+        label_smoothing: ``eps`` as in ``torch.nn.functional.cross_entropy``.
+        reduce_loss: return the mean over non-ignored tokens (0-d; 0 when all are ignored)
+            instead of the per-token loss of shape ``inp.shape[:2]``. The count stays on
+            the device: no host sync in forward or backward.
+        dist_process_group: vocabulary-parallel group. ``None`` or a one-rank group;
+            more ranks raise ``NotImplementedError`` for now.
+        ignore_idx: target value to skip.
+        is_cg_capturable: accepted for Transformer Engine compatibility. Every call is CUDA
+            graph capturable: nothing syncs with the host (the optional
+            ``NPU_FIXES_CE_CHECK=1`` check is skipped during capture).
+        inplace_grad: write the gradient into ``inp``'s storage during backward, so no
+            logits-sized buffer is allocated. Trade-off: the logits are destroyed by the
+            backward, a second backward through the graph (``retain_graph``) raises, and the
+            call is a graph break under ``torch.compile``. Default ``False`` keeps ``inp``
+            intact and returns a fresh gradient tensor (extra memory: 8 bytes per token).
+
+    Softmax, loss and gradient are computed in fp32; the gradient
+    ``(softmax - (1-eps)*onehot - eps/V) * grad_output`` is rounded once to ``inp.dtype``.
+    A target outside ``[0, V)`` that is not ``ignore_idx`` gives NaN for its loss and
+    gradient (never an out-of-bounds read); ``NPU_FIXES_CE_CHECK=1`` raises instead.
+    Eager calls go through a plain ``autograd.Function``; under ``torch.compile`` the
+    same code runs as custom ops ``npu_fixes::cross_entropy_fwd/bwd`` (no graph break,
+    except with ``inplace_grad=True``).
+    """
+    del is_cg_capturable  # no host syncs anywhere, so every call may be captured
+    _validate(inp, target, label_smoothing)
+    if dist_process_group is not None:
+        world = torch.distributed.get_world_size(dist_process_group)
+        if world > 1:
+            raise NotImplementedError(
+                f"parallel_cross_entropy: vocabulary parallelism over {world} ranks is not "
+                "implemented yet; pass dist_process_group=None (or a one-rank group) and "
+                "the full vocabulary"
+            )
+    eps, reduce_loss, ignore_idx = float(label_smoothing), bool(reduce_loss), int(ignore_idx)
+    if not torch.compiler.is_compiling():
+        return _CrossEntropyFunction.apply(inp, target, eps, reduce_loss, ignore_idx, inplace_grad)
+    if inplace_grad:
+        return _inplace_grad_cross_entropy(inp, target, eps, reduce_loss, ignore_idx)
+    return _ce_fwd(inp, target, eps, reduce_loss, ignore_idx)[0]

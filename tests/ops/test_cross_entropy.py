@@ -1,0 +1,423 @@
+"""parallel_cross_entropy against an fp64 PyTorch reference.
+
+Without a CUDA GPU the Triton kernels run in Triton's interpreter (see conftest.py), on small
+shapes with small blocks so every row spans several blocks and a partial last block.
+Tests marked ``gpu`` need CUDA.
+"""
+
+from __future__ import annotations
+
+import math
+
+import pytest
+import torch
+import torch.nn.functional as F
+
+from npu_fixes.ops import cross_entropy as ce
+from npu_fixes.ops import parallel_cross_entropy
+
+DEVICE = "cuda" if torch.cuda.is_available() else "cpu"
+needs_gpu = pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA GPU")
+TOL = {
+    torch.float32: {"rtol": 1.3e-6, "atol": 1e-5},
+    torch.bfloat16: {"rtol": 1.6e-2, "atol": 1e-5},
+    torch.float16: {"rtol": 1e-3, "atol": 1e-5},
+}
+V = 300  # not a multiple of the 64-wide test block
+
+
+@pytest.fixture(autouse=True)
+def small_blocks(monkeypatch: pytest.MonkeyPatch) -> None:
+    """64-wide blocks, one program per row, Triton forced (tests of routing override it)."""
+    monkeypatch.setitem(ce.MAX_FUSED_BLOCK, torch.device(DEVICE).type, 64)
+    monkeypatch.setattr(ce, "_WAVES", 0)
+    monkeypatch.setenv("NPU_FIXES_CE_FORCE_TRITON", "1")
+    monkeypatch.delenv("NPU_FIXES_CE_CHECK", raising=False)
+
+
+def reference(
+    x: torch.Tensor,
+    target: torch.Tensor,
+    eps: float,
+    reduce_loss: bool,
+    ignore_idx: int,
+    grad_out: torch.Tensor | None = None,
+) -> tuple[torch.Tensor, torch.Tensor]:
+    """fp64 loss and gradient with torch.nn.functional.cross_entropy."""
+    x64 = x.detach().cpu().double().requires_grad_()
+    t = target.cpu().long()
+    loss = F.cross_entropy(
+        x64.reshape(-1, x.shape[-1]),
+        t.reshape(-1),
+        label_smoothing=eps,
+        ignore_index=ignore_idx,
+        reduction="none",
+    ).view(t.shape)
+    if reduce_loss:
+        loss = loss.sum() / max(int((t != ignore_idx).sum()), 1)
+    g = torch.ones_like(loss) if grad_out is None else grad_out.detach().cpu().double()
+    loss.backward(g)
+    return loss.detach(), x64.grad
+
+
+def make_inputs(
+    dtype: torch.dtype,
+    layout: str = "bsv",
+    b: int = 3,
+    sq: int = 4,
+    vocab: int = V,
+    ignore_frac: float = 0.25,
+    ignore_idx: int = -100,
+) -> tuple[torch.Tensor, torch.Tensor]:
+    """Logits in layout ``bsv`` (contiguous) or ``sbv`` (a transposed (B, SQ, V) buffer)."""
+    if layout == "bsv":
+        x = torch.randn(b, sq, vocab, device=DEVICE) * 3
+    else:
+        x = (torch.randn(b, sq, vocab, device=DEVICE) * 3).transpose(0, 1)
+    t = torch.randint(0, vocab, x.shape[:2], device=DEVICE)
+    t[torch.rand(t.shape, device=DEVICE) < ignore_frac] = ignore_idx
+    return x.to(dtype).requires_grad_(), t
+
+
+def check(actual: torch.Tensor, expected: torch.Tensor, dtype: torch.dtype) -> None:
+    assert not torch.isnan(actual).any()
+    torch.testing.assert_close(actual.cpu().double(), expected, **TOL[dtype])
+
+
+@pytest.mark.parametrize("path", ["triton", "triton-split", "torch"])
+@pytest.mark.parametrize("eps", [0.0, 0.1])
+@pytest.mark.parametrize("reduce_loss", [False, True])
+@pytest.mark.parametrize("layout", ["bsv", "sbv"])
+@pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16, torch.float16])
+def test_matches_fp64_reference(
+    monkeypatch: pytest.MonkeyPatch,
+    path: str,
+    eps: float,
+    reduce_loss: bool,
+    layout: str,
+    dtype: torch.dtype,
+) -> None:
+    if path == "torch":
+        monkeypatch.setenv("NPU_FIXES_CE_FORCE_TRITON", "0")
+    if path == "triton-split":
+        monkeypatch.setattr(ce, "_WAVES", 1 << 20)  # one program per 64-wide block
+    torch.manual_seed(0)
+    x, t = make_inputs(dtype, layout)
+    loss = parallel_cross_entropy(x, t, eps, reduce_loss)
+    assert loss.dtype == torch.float32
+    assert loss.shape == (() if reduce_loss else t.shape)
+    grad_out = torch.rand_like(loss) + 0.5
+    loss.backward(grad_out)
+    ref_loss, ref_grad = reference(x, t, eps, reduce_loss, -100, grad_out)
+    check(loss.detach(), ref_loss, torch.float32)
+    assert x.grad.dtype == dtype and x.grad.shape == x.shape
+    check(x.grad, ref_grad, dtype)
+    ignored = t == -100
+    assert (loss.detach()[ignored] == 0).all() if not reduce_loss else True
+    assert (x.grad[ignored] == 0).all()
+
+
+def test_split_config_covers_vocabulary(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(ce, "_WAVES", 4)
+    monkeypatch.setitem(ce.MAX_FUSED_BLOCK, "cpu", 64)
+    cfg = ce._launch_config(12, V, "cpu", 64)
+    assert cfg.splits > 1 and cfg.chunk % cfg.block == 0
+    assert (cfg.splits - 1) * cfg.chunk < V <= cfg.splits * cfg.chunk
+
+
+def test_strided_inputs_and_sliced_targets() -> None:
+    """V not innermost, a sliced batch, and labels[:, 1:] style targets."""
+    torch.manual_seed(1)
+    base = torch.randn(V, 4, 7, device=DEVICE)  # (V, B, SQ+1) storage
+    x = base.permute(1, 2, 0)[:, 1:, :].detach().requires_grad_()  # (4, 6, V), V stride 28
+    labels = torch.randint(0, V, (4, 7), device=DEVICE)
+    t = labels[:, 1:]
+    assert not x.is_contiguous() and not t.is_contiguous() and x.stride(2) != 1
+    loss = parallel_cross_entropy(x, t, 0.05)
+    loss.sum().backward()
+    ref_loss, ref_grad = reference(x, t, 0.05, False, -100)
+    check(loss.detach(), ref_loss, torch.float32)
+    check(x.grad, ref_grad, torch.float32)
+
+
+@pytest.mark.parametrize("kind", ["expanded", "strided", "scalar_expanded"])
+def test_grad_output_layouts(kind: str) -> None:
+    torch.manual_seed(2)
+    x, t = make_inputs(torch.float32)
+    loss = parallel_cross_entropy(x, t)
+    if kind == "expanded":
+        g = torch.rand(1, t.shape[1], device=DEVICE).expand(t.shape)
+    elif kind == "strided":
+        g = torch.rand(t.shape[1], t.shape[0], device=DEVICE).t()
+    else:
+        g = torch.tensor(0.7, device=DEVICE).expand(t.shape)
+    loss.backward(g)
+    _, ref_grad = reference(x, t, 0.0, False, -100, g)
+    check(x.grad, ref_grad, torch.float32)
+
+
+def test_retain_graph_gives_same_gradient_twice() -> None:
+    torch.manual_seed(3)
+    x, t = make_inputs(torch.bfloat16)
+    loss = parallel_cross_entropy(x, t, 0.1, reduce_loss=True)
+    (g1,) = torch.autograd.grad(loss, x, retain_graph=True)
+    (g2,) = torch.autograd.grad(loss, x)
+    assert torch.equal(g1, g2) and g1.abs().sum() > 0
+
+
+def test_logits_untouched_by_default() -> None:
+    torch.manual_seed(4)
+    x, t = make_inputs(torch.float32)
+    before = x.detach().clone()
+    parallel_cross_entropy(x, t, 0.1).sum().backward()
+    assert torch.equal(x.detach(), before)
+    assert x.grad.data_ptr() != x.data_ptr()
+
+
+@pytest.mark.parametrize("path", ["triton", "torch"])
+def test_inplace_grad_writes_into_logits(monkeypatch: pytest.MonkeyPatch, path: str) -> None:
+    if path == "torch":
+        monkeypatch.setenv("NPU_FIXES_CE_FORCE_TRITON", "0")
+    torch.manual_seed(5)
+    leaf = torch.randn(3, 4, V, device=DEVICE, dtype=torch.bfloat16, requires_grad=True)
+    t = torch.randint(0, V, (3, 4), device=DEVICE)
+    t[0, 0] = -100
+    logits = leaf * 1.0  # non-leaf, as logits coming out of a projection
+    ptr = logits.data_ptr()
+    loss = parallel_cross_entropy(logits, t, 0.1, reduce_loss=True, inplace_grad=True)
+    grads: list[torch.Tensor] = []
+    logits.register_hook(grads.append)
+    loss.backward(retain_graph=True)
+    _, ref_grad = reference(leaf, t, 0.1, True, -100)
+    check(grads[0], ref_grad, torch.bfloat16)
+    assert grads[0].data_ptr() == ptr
+    assert torch.equal(logits.detach(), grads[0])
+    with pytest.raises(RuntimeError, match="modified by an inplace operation"):
+        loss.backward()
+
+
+@pytest.mark.parametrize("path", ["triton", "torch"])
+def test_all_ignored_gives_zero_not_nan(monkeypatch: pytest.MonkeyPatch, path: str) -> None:
+    if path == "torch":
+        monkeypatch.setenv("NPU_FIXES_CE_FORCE_TRITON", "0")
+    x = torch.randn(2, 3, V, device=DEVICE, requires_grad=True)
+    t = torch.full((2, 3), -1, device=DEVICE)
+    loss = parallel_cross_entropy(x, t, 0.1, reduce_loss=True, ignore_idx=-1)
+    loss.backward()
+    assert loss.item() == 0.0
+    assert torch.equal(x.grad, torch.zeros_like(x))
+    per_token = parallel_cross_entropy(x.detach(), t, ignore_idx=-1)
+    assert torch.equal(per_token, torch.zeros(2, 3, device=DEVICE))
+
+
+def test_custom_ignore_index_and_neg_inf_padding() -> None:
+    """Vocabulary padding masked with -inf (whole blocks of it) stays finite."""
+    torch.manual_seed(6)
+    x = torch.randn(2, 3, V, device=DEVICE)
+    x[..., 100:] = float("-inf")
+    x[0, 0, :] = float("-inf")  # ignored row made only of -inf
+    x.requires_grad_()
+    t = torch.randint(0, 100, (2, 3), device=DEVICE)
+    t[0, 0] = 5
+    loss = parallel_cross_entropy(x, t, reduce_loss=True, ignore_idx=5)
+    loss.backward()
+    ref_loss, ref_grad = reference(x, t, 0.0, True, 5)
+    check(loss.detach(), ref_loss, torch.float32)
+    assert torch.equal(x.grad[0, 0], torch.zeros_like(x.grad[0, 0]))  # PyTorch gives NaN here
+    check(x.grad.flatten(0, 1)[1:], ref_grad.flatten(0, 1)[1:], torch.float32)
+
+
+@pytest.mark.parametrize("path", ["triton", "torch"])
+def test_out_of_range_target_gives_nan_not_garbage(monkeypatch: pytest.MonkeyPatch, path: str) -> None:
+    if path == "torch":
+        monkeypatch.setenv("NPU_FIXES_CE_FORCE_TRITON", "0")
+    x = torch.randn(2, 3, V, device=DEVICE, requires_grad=True)
+    t = torch.randint(0, V, (2, 3), device=DEVICE)
+    t[1, 2] = V
+    t[0, 1] = -5
+    loss = parallel_cross_entropy(x, t)
+    loss.sum().backward()
+    bad = torch.zeros(2, 3, dtype=torch.bool, device=DEVICE)
+    bad[1, 2] = bad[0, 1] = True
+    assert torch.isnan(loss.detach()[bad]).all() and torch.isfinite(loss.detach()[~bad]).all()
+    assert torch.isnan(x.grad[bad]).all() and torch.isfinite(x.grad[~bad]).all()
+    assert torch.isnan(parallel_cross_entropy(x.detach(), t, reduce_loss=True))
+
+
+def test_check_mode_raises(monkeypatch: pytest.MonkeyPatch) -> None:
+    x = torch.randn(2, 3, V, device=DEVICE)
+    t = torch.zeros(2, 3, dtype=torch.long, device=DEVICE)
+    t[1, 1] = V + 4
+    monkeypatch.setenv("NPU_FIXES_CE_CHECK", "1")
+    with pytest.raises(ValueError, match=rf"outside \[0, {V}\).*{V + 4}"):
+        parallel_cross_entropy(x, t)
+    t[1, 1] = -100
+    assert parallel_cross_entropy(x, t)[1, 1] == 0
+
+
+@pytest.mark.parametrize(
+    ("x_shape", "t_shape", "t_dtype", "x_dtype", "match"),
+    [
+        ((4, V), (4,), torch.long, torch.float32, r"3-D .* got shape \(4, 300\)"),
+        ((2, 3, V), (3, 2), torch.long, torch.float32, r"target shape \(3, 2\) must equal .*\(2, 3\)"),
+        ((2, 3, V), (2, 3, 1), torch.long, torch.float32, r"target shape \(2, 3, 1\)"),
+        ((2, 3, V), (2, 3), torch.float32, torch.float32, r"integer class indices, got dtype torch.float32"),
+        ((2, 3, V), (2, 3), torch.bool, torch.float32, r"got dtype torch.bool"),
+        ((2, 3, V), (2, 3), torch.long, torch.float64, r"inp dtype .* got torch.float64"),
+        ((2, 3, 0), (2, 3), torch.long, torch.float32, r"empty vocabulary"),
+    ],
+)
+def test_bad_input_raises_value_error(x_shape, t_shape, t_dtype, x_dtype, match) -> None:  # noqa: ANN001
+    x = torch.randn(x_shape, dtype=x_dtype)
+    t = torch.zeros(t_shape, dtype=t_dtype)
+    with pytest.raises(ValueError, match=match):
+        parallel_cross_entropy(x, t)
+
+
+def test_bad_label_smoothing_raises() -> None:
+    with pytest.raises(ValueError, match="label_smoothing"):
+        parallel_cross_entropy(torch.randn(1, 2, 5), torch.zeros(1, 2, dtype=torch.long), 1.5)
+
+
+@pytest.mark.parametrize("reduce_loss", [False, True])
+def test_empty_input(reduce_loss: bool) -> None:
+    x = torch.randn(0, 4, V, device=DEVICE, requires_grad=True)
+    t = torch.zeros(0, 4, dtype=torch.long, device=DEVICE)
+    loss = parallel_cross_entropy(x, t, reduce_loss=reduce_loss)
+    assert loss.shape == (() if reduce_loss else (0, 4))
+    loss.sum().backward()
+    assert x.grad.shape == x.shape
+    if reduce_loss:
+        assert loss.item() == 0.0
+
+
+def test_multi_rank_group_not_implemented(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(torch.distributed, "get_world_size", lambda group=None: 2)
+    x, t = make_inputs(torch.float32)
+    with pytest.raises(NotImplementedError, match="2 ranks"):
+        parallel_cross_entropy(x, t, dist_process_group=object())
+    monkeypatch.setattr(torch.distributed, "get_world_size", lambda group=None: 1)
+    assert parallel_cross_entropy(x, t, dist_process_group=object()).shape == t.shape
+
+
+def test_routing(monkeypatch: pytest.MonkeyPatch) -> None:
+    x = torch.randn(2, 3, 8, device=DEVICE)
+    calls: list[str] = []
+    real_triton, real_torch = ce._triton_forward, ce._torch_forward
+    monkeypatch.setattr(ce, "_triton_forward", lambda *a: calls.append("triton") or real_triton(*a))
+    monkeypatch.setattr(ce, "_torch_forward", lambda *a: calls.append("torch") or real_torch(*a))
+    t = torch.zeros(2, 3, dtype=torch.long, device=DEVICE)
+    monkeypatch.setenv("NPU_FIXES_CE_FORCE_TRITON", "0")
+    parallel_cross_entropy(x, t)
+    monkeypatch.setenv("NPU_FIXES_CE_FORCE_TRITON", "1")
+    parallel_cross_entropy(x, t)
+    assert calls == ["torch", "triton"]
+    monkeypatch.setenv("NPU_FIXES_CE_FORCE_TRITON", "yes")
+    with pytest.raises(ValueError, match="must be 0 or 1"):
+        parallel_cross_entropy(x, t)
+    monkeypatch.delenv("NPU_FIXES_CE_FORCE_TRITON")
+    assert not ce.use_triton(torch.empty(2, 3, 8))  # CPU default: PyTorch
+    monkeypatch.setenv("TRITON_INTERPRET", "0")
+    monkeypatch.setenv("NPU_FIXES_CE_FORCE_TRITON", "1")
+    with pytest.raises(RuntimeError, match="TRITON_INTERPRET=1"):
+        ce.use_triton(torch.empty(2, 3, 8))
+
+
+def test_launch_config_respects_npu_block_limit(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(ce, "_WAVES", 4)
+    for vocab in (1000, 4096, 32000, 128256, 256000):
+        npu = ce._launch_config(8192, vocab, "npu", 48)
+        assert npu.block <= 4096 and npu.row_programs <= 65535
+        assert npu.block * math.ceil(vocab / npu.block) >= vocab
+    assert ce._launch_config(256, 128256, "cuda", 132).splits > 1  # few rows: split V
+
+
+def test_custom_ops_pass_opcheck() -> None:
+    """Schema, fake (meta) kernels and autograd registration of the custom ops."""
+    torch.manual_seed(7)
+    x, t = make_inputs(torch.float32)
+    for reduce_loss in (False, True):
+        torch.library.opcheck(ce._ce_fwd, (x, t, 0.1, reduce_loss, -100))
+        loss, lse, inv = ce._ce_fwd(x, t, 0.1, reduce_loss, -100)
+        g = torch.rand_like(loss)
+        torch.library.opcheck(ce._ce_bwd, (g, x.detach(), t, lse, inv, 0.1, -100))
+
+
+def test_torch_compile_matches_eager() -> None:
+    torch.manual_seed(8)
+    x, t = make_inputs(torch.float32)
+
+    def step(logits: torch.Tensor, target: torch.Tensor) -> torch.Tensor:
+        return parallel_cross_entropy(logits * 2.0, target, 0.1, reduce_loss=True)
+
+    compiled = torch.compile(step, backend="aot_eager", fullgraph=True)
+    loss_c = compiled(x, t)
+    (g_c,) = torch.autograd.grad(loss_c, x)
+    loss_e = step(x, t)
+    (g_e,) = torch.autograd.grad(loss_e, x)
+    torch.testing.assert_close(loss_c, loss_e)
+    torch.testing.assert_close(g_c, g_e)
+
+
+# ----------------------------------------------------------------------------- GPU only
+
+
+@pytest.mark.gpu
+@needs_gpu
+def test_inductor_compile_fullgraph_on_gpu() -> None:
+    torch.manual_seed(9)
+    x, t = make_inputs(torch.bfloat16, b=4, sq=64, vocab=5000)
+
+    def step(logits: torch.Tensor, target: torch.Tensor) -> torch.Tensor:
+        return parallel_cross_entropy(logits.float() * 0.5, target, 0.1, reduce_loss=True)
+
+    compiled = torch.compile(step, fullgraph=True)
+    loss = compiled(x, t)
+    loss.backward()
+    ref_loss, ref_grad = reference(x.detach().float() * 0.5, t, 0.1, True, -100)
+    check(loss.detach(), ref_loss, torch.float32)
+    check(x.grad.float(), ref_grad * 0.5, torch.bfloat16)
+
+
+@pytest.mark.gpu
+@needs_gpu
+def test_cuda_graph_capture_and_replay() -> None:
+    torch.manual_seed(10)
+    x = torch.randn(4, 32, 5000, device="cuda", requires_grad=True)
+    t = torch.randint(0, 5000, (4, 32), device="cuda")
+    t[:, :5] = -100
+    # warm up (compiles the kernels) on a side stream, as CUDA graph capture requires
+    s = torch.cuda.Stream()
+    s.wait_stream(torch.cuda.current_stream())
+    with torch.cuda.stream(s):
+        parallel_cross_entropy(x, t, 0.1, True, is_cg_capturable=True).backward()
+    torch.cuda.current_stream().wait_stream(s)
+    x.grad = None
+    graph = torch.cuda.CUDAGraph()
+    with torch.cuda.graph(graph):
+        loss = parallel_cross_entropy(x, t, 0.1, True, is_cg_capturable=True)
+        loss.backward()
+    for _ in range(2):
+        with torch.no_grad():
+            x.copy_(torch.randn_like(x))
+            t.copy_(torch.randint(0, 5000, t.shape, device="cuda"))
+        x.grad.zero_()
+        graph.replay()
+        ref_loss, ref_grad = reference(x, t, 0.1, True, -100)
+        check(loss.detach(), ref_loss, torch.float32)
+        check(x.grad, ref_grad, torch.float32)
+
+
+@pytest.mark.gpu
+@needs_gpu
+def test_large_vocab_default_blocks_on_gpu(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Real CUDA block sizes, several blocks per row, split and unsplit rows."""
+    monkeypatch.undo()
+    for b, sq in ((1, 8), (8, 128)):
+        torch.manual_seed(11)
+        x, t = make_inputs(torch.bfloat16, b=b, sq=sq, vocab=131071)
+        loss = parallel_cross_entropy(x, t, 0.1)
+        loss.sum().backward()
+        ref_loss, ref_grad = reference(x, t, 0.1, False, -100)
+        check(loss.detach(), ref_loss, torch.float32)
+        check(x.grad, ref_grad, torch.bfloat16)
