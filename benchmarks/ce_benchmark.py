@@ -167,6 +167,10 @@ def bandwidth_and_memory(writer: csv.writer, hbm: float, reps: int) -> None:
         frac = 3 * logits / (total * 1e-3) / hbm
         extra_ours = peak_extra_bytes(step_ours(x, t))
         extra_pt = peak_extra_bytes(step_torch(x, t))
+        torch_ms = time_ms(step_torch(x, t), reps)
+        liger_ms = time_ms(step_liger(x, t), reps) if liger_cross_entropy else float("nan")
+        writer.writerow([f"{name}_torch_fwd_bwd_ms", torch_ms])
+        writer.writerow([f"{name}_liger_fwd_bwd_ms", liger_ms])
         writer.writerow([f"{name}_fwd_bwd_ms", total])
         writer.writerow([f"{name}_fwd_ms", fwd])
         writer.writerow([f"{name}_hbm_fraction_2r1w", frac])
@@ -175,7 +179,8 @@ def bandwidth_and_memory(writer: csv.writer, hbm: float, reps: int) -> None:
         print(
             f"{name} N={n} V={v}: fwd+bwd {total:.3f} ms (fwd {fwd:.3f}), "
             f"{frac:.1%} of {hbm / 1e12:.2f} TB/s copy bandwidth for 2 reads + 1 write; "
-            f"peak extra memory ours {extra_ours / logits:.2%} of logits, torch {extra_pt / logits:.2%}"
+            f"peak extra memory ours {extra_ours / logits:.2%} of logits, torch {extra_pt / logits:.2%}; "
+            f"ours/torch {total / torch_ms:.3f}, ours/liger {total / liger_ms:.3f}"
         )
         del x
 
@@ -306,7 +311,7 @@ def tune() -> None:
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--out", type=Path, required=True, help="directory for CSV and PNG")
-    parser.add_argument("--sweep", type=int, default=1500, help="number of random shapes")
+    parser.add_argument("--sweep", type=int, default=1500, help="number of random shapes (0: skip the sweep)")
     parser.add_argument("--reps", type=int, default=5, help="timed repetitions per sweep case")
     parser.add_argument("--tune", action="store_true", help="only time the block/warps grid")
     args = parser.parse_args()
@@ -325,8 +330,8 @@ def main() -> None:
         writer.writerow(["hbm_copy_bytes_per_s", hbm])
         bandwidth_and_memory(writer, hbm, reps=10)
         leak(writer)
-    results = sweep(args.out, args.sweep, args.reps)
-    plot(args.out, results)
+    if args.sweep:
+        plot(args.out, sweep(args.out, args.sweep, args.reps))
 
 
 if __name__ == "__main__":

@@ -105,6 +105,8 @@ def audit(location: str | os.PathLike[str] | None = None) -> AuditReport:
     patcher = Patcher()
     results = []
     for fix in all_fixes():
+        if not fix.module.startswith(host.BACKEND + "."):
+            continue  # not a torch_npu backend fix: nothing to audit in a torch_npu tree
         before, detail = _before(fix, loaded)
         after = NOTHING
         if before == NEEDED:
