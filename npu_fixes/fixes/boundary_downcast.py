@@ -88,6 +88,31 @@ def check_fits(tensor: Any, narrow: Any, name: str, kernel: str) -> None:
         )
 
 
+def is_dense(tensor: Any) -> bool:
+    """Whether ``tensor``'s elements fill its memory span without gaps (contiguous or
+    permuted), i.e. ``to``/``empty_like`` keep its strides."""
+    if tensor.is_contiguous():
+        return True
+    span = 1 + sum((size - 1) * abs(stride) for size, stride in zip(tensor.shape, tensor.stride(), strict=True))
+    return tensor.numel() == 0 or span == tensor.numel()
+
+
+def narrow_like(tensor: Any, narrow: Any, keep_values: bool) -> Any:
+    """A ``narrow``-dtype tensor with ``tensor``'s sizes and strides (the kernel was compiled
+    for those strides), holding ``tensor``'s values when ``keep_values``.
+
+    Dense layouts (contiguous or permuted) go through ``to``/``empty_like``, which keep
+    them; a view with gaps (e.g. ``x[:, ::2]``) gets an ``empty_strided`` twin instead of
+    the contiguous copy those would make.
+    """
+    import torch
+
+    if is_dense(tensor):
+        return tensor.to(narrow) if keep_values else torch.empty_like(tensor, dtype=narrow)
+    twin = torch.empty_strided(tensor.size(), tensor.stride(), dtype=narrow, device=tensor.device)
+    return twin.copy_(tensor) if keep_values else twin
+
+
 def capture_detector() -> Callable[[], bool] | None:
     """The current-stream capture test of the accelerator in use (NPU, else CUDA), or
     None when no graph can be captured in this process."""
@@ -147,7 +172,7 @@ def wrap_launcher(
             a = args[i]
             if isinstance(a, Tensor) and a.dtype == wide:
                 new_args = new_args or list(args)
-                new_args[i] = tmp = torch.empty_like(a, dtype=narrow)
+                new_args[i] = tmp = narrow_like(a, narrow, keep_values=False)
                 writebacks.append((a, tmp))
         for i, name, wide, narrow in in_outs:
             a = args[i]
@@ -155,7 +180,7 @@ def wrap_launcher(
                 if checking:
                     check_fits(a, narrow, name, kernel)
                 new_args = new_args or list(args)
-                new_args[i] = tmp = a.to(narrow)
+                new_args[i] = tmp = narrow_like(a, narrow, keep_values=True)
                 writebacks.append((a, tmp))
         if inputs:
             capturing = detector is not None and _capturing(detector)
@@ -166,7 +191,8 @@ def wrap_launcher(
                     if checking:
                         check_fits(a, narrow, name, kernel)
                     new_args = new_args or list(args)
-                    new_args[i] = a.to(narrow) if memo is None else memo(a, narrow)
+                    dense_memo = memo is not None and is_dense(a)
+                    new_args[i] = memo(a, narrow) if dense_memo else narrow_like(a, narrow, keep_values=True)
         if new_args is None:
             return launcher(*args, stream=stream, **kwargs)
         result = launcher(*new_args, stream=stream, **kwargs)

@@ -281,3 +281,18 @@ def test_range_check_is_opt_in_and_names_the_argument(prefix_runs):
         assert is_overflow is True
         assert f"'{name}'" in message and found in message and "outside" in message, message
     assert "2147483647" in r["input_too_big"][1]
+
+
+def test_narrow_like_keeps_the_compiled_strides():
+    import torch
+
+    from npu_fixes.fixes.boundary_downcast import is_dense, narrow_like
+
+    base = torch.arange(4 * 6, dtype=torch.int64).view(4, 6)
+    for view, dense in ((base, True), (base.t(), True), (base[:, ::2], False), (base[1:3], True)):
+        assert is_dense(view) is dense
+        for keep in (True, False):
+            twin = narrow_like(view, torch.int32, keep_values=keep)
+            assert twin.dtype == torch.int32 and twin.shape == view.shape and twin.stride() == view.stride()
+            if keep:
+                assert torch.equal(twin.long(), view)

@@ -1,0 +1,48 @@
+#!/usr/bin/env bash
+# The GPU runs behind README's "Verified on" tables, as run on an NVIDIA H200 machine
+# (PyTorch 2.11, Triton 3.6, transformers installed). Writes into $OUT (default ./h200-out):
+#   machine.txt, ce_bench.log + ce_summary.csv (cross entropy, no sweep),
+#   acc_default.json + acc_reduce-overhead.json (npu-fixes accuracy, all models, 10 iterations),
+#   runtime_defects.txt + gpu_tests.log (scalar race, downcast, capture gate; gpu-marked tests).
+# Liger-Kernel (pure Python) is used when importable, e.g. from wheels in .whl/.
+set -u
+OUT=${OUT:-$PWD/h200-out}
+mkdir -p "$OUT"
+if ls .whl/*.whl >/dev/null 2>&1; then
+  python3 -m pip install -q --no-index --no-deps --target /tmp/site .whl/*.whl
+fi
+export PYTHONPATH=$PWD:/tmp/site PYTHONUNBUFFERED=1
+{ nvidia-smi --query-gpu=name,driver_version --format=csv,noheader
+  python3 -c "import platform, torch, triton, transformers; print(platform.node(), 'torch', torch.__version__, 'triton', triton.__version__, 'transformers', transformers.__version__)"
+} > "$OUT/machine.txt"
+
+python3 benchmarks/ce_benchmark.py --out /tmp/ce --sweep 0 > "$OUT/ce_bench.log" 2>&1
+cp /tmp/ce/ce_summary.csv "$OUT/"
+
+# Accuracy: both modes, the model list split in two halves, four processes at once.
+models=$(python3 -c "from npu_fixes.accuracy_models import MODELS; print(' '.join(MODELS))")
+set -- $models
+first=$(echo "${@:1:6}" | tr ' ' ,); second=$(echo "${@:7}" | tr ' ' ,)
+for mode in default reduce-overhead; do
+  for half in first second; do
+    TORCHINDUCTOR_CACHE_DIR=/tmp/ind-$mode-$half python3 -m npu_fixes accuracy --device cuda \
+      --iterations 10 --mode $mode --models "${!half}" --json > /tmp/acc-$mode-$half.json 2> /tmp/acc-$mode-$half.err &
+  done
+done
+
+TORCHINDUCTOR_CACHE_DIR=/tmp/ind-rd python3 benchmarks/runtime_defects.py --out "$OUT/runtime_defects.txt" \
+  > /tmp/rd.log 2>&1
+echo "runtime_defects.py exit $?" > "$OUT/gpu_tests.log"
+tail -n 40 /tmp/rd.log >> "$OUT/gpu_tests.log"
+python3 -m pytest -q -rA -m gpu tests/gpu >> "$OUT/gpu_tests.log" 2>&1
+wait
+for mode in default reduce-overhead; do
+  python3 - "$mode" > "$OUT/acc_$mode.json" <<'PY'
+import json, sys
+mode = sys.argv[1]
+parts = [json.load(open(f"/tmp/acc-{mode}-{half}.json")) for half in ("first", "second")]
+parts[0]["models"] += parts[1]["models"]
+print(json.dumps(parts[0], indent=2))
+PY
+  tail -n 5 /tmp/acc-$mode-*.err >> "$OUT/gpu_tests.log"
+done

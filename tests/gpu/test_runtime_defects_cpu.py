@@ -1,0 +1,49 @@
+"""The kernels and checks of ``benchmarks/runtime_defects.py`` on CPU, before a GPU run:
+(a) and (b) in Triton's interpreter (sequential programs), (c) with CPU Inductor."""
+
+from __future__ import annotations
+
+import pytest
+
+from benchmarks import runtime_defects as rd
+from tests.conftest import last_json, run_python
+
+INTERPRET = {"TRITON_INTERPRET": "1"}
+
+
+def test_scalar_kernel_piles_up_every_update_when_programs_run_in_turn():
+    res = last_json(run_python("""
+        import dataclasses, json
+        from benchmarks import runtime_defects as rd
+        old = rd.scalar_race(rd.OLD_RULE_PROGRAMS, 2, "cpu")
+        new = rd.scalar_race(rd.fixed_rule_programs(), 2, "cpu")
+        print(json.dumps([dataclasses.asdict(old), dataclasses.asdict(new)]))
+    """, env=INTERPRET))
+    old, new = res
+    assert old == {"programs": 48, "launches": 2, "wrong": 2, "worst": 48.0}
+    assert new == {"programs": 1, "launches": 2, "wrong": 0, "worst": 1.0}
+
+
+@pytest.fixture(scope="module")
+def downcast_rows():
+    return last_json(run_python("""
+        import dataclasses, json
+        from benchmarks import runtime_defects as rd
+        print(json.dumps({c.__name__: dataclasses.asdict(c("cpu")) for c in rd.DOWNCAST_CHECKS}))
+    """, env=INTERPRET))
+
+
+@pytest.mark.parametrize("name", ["in_out_row", "pure_output_row", "transposed_row", "gapped_row",
+                                  "overflow_row"])
+def test_downcast_check_in_interpreter(downcast_rows, name):
+    assert downcast_rows[name]["ok"], downcast_rows[name]
+
+
+def test_capture_gate_keeps_eager_rng_sequence_on_cpu(tmp_path):
+    res = last_json(run_python("""
+        import dataclasses, json
+        from benchmarks import runtime_defects as rd
+        print(json.dumps(dataclasses.asdict(rd.capture_run("cpu", 4, gate=True))))
+    """, env={"TORCHINDUCTOR_CACHE_DIR": str(tmp_path)}))
+    assert "aten.bernoulli_.float" in res["gated"] and res["gated"] == res["stock"], res
+    assert res["difference"] is None, res
