@@ -25,7 +25,7 @@ set -- $models
 first=$(echo "${@:1:6}" | tr ' ' ,); second=$(echo "${@:7}" | tr ' ' ,)
 for mode in default reduce-overhead; do
   for half in first second; do
-    TORCHINDUCTOR_CACHE_DIR=/tmp/ind-$mode-$half python3 -m npu_fixes accuracy --device cuda \
+    TORCHINDUCTOR_CACHE_DIR=/tmp/ind-$mode-$half timeout ${ACC_TIMEOUT:-1800} python3 -m npu_fixes accuracy --device cuda \
       --iterations 10 --mode $mode --models "${!half}" --json > /tmp/acc-$mode-$half.json 2> /tmp/acc-$mode-$half.err &
   done
 done
@@ -40,9 +40,15 @@ for mode in default reduce-overhead; do
   python3 - "$mode" > "$OUT/acc_$mode.json" <<'PY'
 import json, sys
 mode = sys.argv[1]
-parts = [json.load(open(f"/tmp/acc-{mode}-{half}.json")) for half in ("first", "second")]
-parts[0]["models"] += parts[1]["models"]
-print(json.dumps(parts[0], indent=2))
+parts = []
+for half in ("first", "second"):
+    try:
+        parts.append(json.load(open(f"/tmp/acc-{mode}-{half}.json")))
+    except ValueError:  # timed out or crashed: say so instead of dropping it silently
+        parts.append({"models": [{"name": f"({half} half of the models)", "status": "not finished"}]})
+merged = {k: v for k, v in parts[0].items() if k != "models"} or {"mode": mode}
+merged["models"] = parts[0]["models"] + parts[1]["models"]
+print(json.dumps(merged, indent=2))
 PY
   tail -n 5 /tmp/acc-$mode-*.err >> "$OUT/gpu_tests.log"
 done
