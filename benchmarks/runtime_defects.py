@@ -26,6 +26,7 @@ import argparse
 import contextlib
 import dataclasses
 import logging
+import math
 import os
 import platform
 import sys
@@ -60,10 +61,20 @@ class Row:
 OLD_RULE_PROGRAMS = 48  # pre-fix launcher: a zero-node Grid1D kernel gets grid_0 = vector cores
 R0_NUMEL = 4096
 R0_BLOCK = 256
+START_LOSS, END_LOSS = 3.0, 1.0
 
 
 @triton.jit
-def scalar_loss_kernel(in_out_ptr0, in_ptr0, R0_NUMEL: tl.constexpr, R0_BLOCK: tl.constexpr):
+def qa_final_loss_kernel(in_out_ptr0, in_ptr0):
+    """The QA head's ``total_loss = (start_loss + end_loss) / 2`` in place: ``in_out_ptr0``
+    holds the start loss, ``in_ptr0`` the end loss; no address uses ``program_id``."""
+    tmp0 = tl.load(in_out_ptr0)
+    tmp1 = tl.load(in_ptr0)
+    tl.store(in_out_ptr0, (tmp0 + tmp1) * 0.5)
+
+
+@triton.jit
+def summed_loss_kernel(in_out_ptr0, in_ptr0, R0_NUMEL: tl.constexpr, R0_BLOCK: tl.constexpr):
     """Every program sums ``in_ptr0`` and adds the sum to ``in_out_ptr0[0]`` in place."""
     acc = tl.zeros([R0_BLOCK], tl.float32)
     for r0_offset in range(0, R0_NUMEL, R0_BLOCK):
@@ -81,40 +92,61 @@ def fixed_rule_programs(cores: int = OLD_RULE_PROGRAMS) -> int:
 
 @dataclasses.dataclass
 class RaceResult:
+    kernel: str
     programs: int
     launches: int
     wrong: int
-    worst: float  # largest result / correct result: how many programs' updates piled up
+    worst: float  # most programs' updates seen applied on top of each other in one result
 
     @property
     def rate(self) -> float:
         return self.wrong / self.launches
 
 
-def scalar_race(programs: int, launches: int, device: str) -> RaceResult:
-    """Launch the kernel ``launches`` times on a zeroed scalar, counting on the device the
-    results that differ from one program's (the sum of ``R0_NUMEL`` ones); one sync."""
-    data = torch.ones(R0_NUMEL, device=device)
-    scalar = torch.zeros(1, device=device)
+def scalar_race(programs: int, launches: int, device: str, kernel: str = "qa") -> RaceResult:
+    """Launch ``kernel`` ("qa": the QA final loss, "sum": a reduction added in place)
+    ``launches`` times from a fresh scalar, counting on the device the results that
+    differ from one program's; one sync at the end."""
+    if kernel == "qa":
+        data = torch.full((1,), END_LOSS, device=device)
+        start, correct = START_LOSS, (START_LOSS + END_LOSS) / 2
+    else:
+        data = torch.ones(R0_NUMEL, device=device)
+        start, correct = 0.0, float(R0_NUMEL)
+    scalar = torch.empty(1, device=device)
     wrong = torch.zeros(1, dtype=torch.int64, device=device)
-    worst = torch.zeros(1, device=device)
+    extreme = torch.full((1,), correct, device=device)
     for _ in range(launches):
-        scalar.zero_()
-        scalar_loss_kernel[(programs,)](scalar, data, R0_NUMEL=R0_NUMEL, R0_BLOCK=R0_BLOCK)
-        wrong += scalar != R0_NUMEL
-        torch.maximum(worst, scalar, out=worst)
-    return RaceResult(programs, launches, int(wrong.item()), worst.item() / R0_NUMEL)
+        scalar.fill_(start)
+        if kernel == "qa":
+            qa_final_loss_kernel[(programs,)](scalar, data)
+            torch.minimum(extreme, scalar, out=extreme)
+        else:
+            summed_loss_kernel[(programs,)](scalar, data, R0_NUMEL=R0_NUMEL, R0_BLOCK=R0_BLOCK)
+            torch.maximum(extreme, scalar, out=extreme)
+        wrong += scalar != correct
+    value = extreme.item()
+    # qa: k programs in a row leave END + (START - END) / 2**k; sum: k programs leave k * R0_NUMEL
+    worst = (math.log2((START_LOSS - END_LOSS) / (value - END_LOSS)) if value > END_LOSS else float("inf")) \
+        if kernel == "qa" else value / R0_NUMEL
+    return RaceResult(kernel, programs, launches, int(wrong.item()), worst)
 
 
 def race_rows(launches: int, device: str) -> list[Row]:
-    old = scalar_race(OLD_RULE_PROGRAMS, launches, device)
-    new = scalar_race(fixed_rule_programs(), launches, device)
-    return [
-        Row(f"old rule: grid {old.programs}", f"{old.wrong}/{old.launches} wrong "
-            f"(rate {old.rate:.4f}), worst {old.worst:g}x one program's result", old.wrong > 0),
-        Row(f"launch-grid rule: grid {new.programs}", f"{new.wrong}/{new.launches} wrong "
-            f"(rate {new.rate:.4f})", new.programs == 1 and new.wrong == 0),
-    ]
+    """The QA final-loss kernel is checked; the summing variant (a long reduction before
+    the read-modify-write) is shown for comparison."""
+    rows = []
+    for kernel, label in (("qa", "QA final loss"), ("sum", "summed loss (informative)")):
+        old = scalar_race(OLD_RULE_PROGRAMS, launches, device, kernel)
+        new = scalar_race(fixed_rule_programs(), launches, device, kernel)
+        rows += [
+            Row(f"{label}, old rule: grid {old.programs}", f"{old.wrong}/{old.launches} wrong "
+                f"(rate {old.rate:.4f}), worst: {old.worst:g} programs' updates stacked",
+                old.wrong > 0 if kernel == "qa" else None),
+            Row(f"{label}, launch-grid rule: grid {new.programs}", f"{new.wrong}/{new.launches} wrong "
+                f"(rate {new.rate:.4f})", new.programs == 1 and new.wrong == 0),
+        ]
+    return rows
 
 
 # --- b. boundary downcast ------------------------------------------------------------------
