@@ -16,7 +16,8 @@ import dataclasses
 import os
 import sys
 import time
-from typing import Any, Callable
+from collections.abc import Callable
+from typing import Any
 
 TOLERANCE = 1e-2  # the harness's training tolerance for Hugging Face models
 LEARNING_RATE = 1e-2
@@ -162,7 +163,8 @@ class Progress:
     def draw(self) -> None:
         if self.enabled:
             filled = int(30 * self.done / max(self.total, 1))
-            self.stream.write(f"\r[{'#' * filled}{'.' * (30 - filled)}] {self.done}/{self.total} {self.label:40s}")
+            bar = "#" * filled + "." * (30 - filled)
+            self.stream.write(f"\r[{bar}] {self.done}/{self.total} {self.label:40s}")
             self.stream.flush()
 
     def close(self) -> None:
@@ -194,7 +196,8 @@ def run(models: list[str], device: str, iterations: int, seed: int, backend: str
             result = check_model(name, device, iterations, seed, backend, mode, progress.advance)
         except Exception as exc:  # noqa: BLE001 - one model's crash is that model's failure
             first_line = (str(exc).splitlines() or [""])[0]
-            result = ModelResult(name, False, 0, float("nan"), 0.0, error=f"{type(exc).__name__}: {first_line}")
+            error = f"{type(exc).__name__}: {first_line}"
+            result = ModelResult(name, False, 0, float("nan"), 0.0, error=error)
         results.append(result)
         progress.done = len(results) * iterations
         progress.draw()

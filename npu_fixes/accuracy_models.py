@@ -8,7 +8,8 @@ The Hugging Face models use ``transformers`` (the ``accuracy`` extra) with tiny 
 
 from __future__ import annotations
 
-from typing import Any, Callable
+from collections.abc import Callable
+from typing import Any
 
 BATCH, SEQ, VOCAB = 2, 16, 128
 

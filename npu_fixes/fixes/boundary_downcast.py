@@ -93,7 +93,8 @@ def is_dense(tensor: Any) -> bool:
     permuted), i.e. ``to``/``empty_like`` keep its strides."""
     if tensor.is_contiguous():
         return True
-    span = 1 + sum((size - 1) * abs(stride) for size, stride in zip(tensor.shape, tensor.stride(), strict=True))
+    pairs = zip(tensor.shape, tensor.stride(), strict=True)
+    span = 1 + sum((size - 1) * abs(stride) for size, stride in pairs)
     return tensor.numel() == 0 or span == tensor.numel()
 
 

@@ -1,8 +1,11 @@
 """Parallel cross entropy: public function, validation, autograd, routing.
 
-Semantics follow Transformer Engine's ``parallel_cross_entropy`` (v2.17) on one device;
-vocabulary parallelism (``dist_process_group`` of more than one rank) is not implemented
-yet. The kernels live in :mod:`npu_fixes.ops.cross_entropy_kernels`.
+Semantics follow Transformer Engine's ``parallel_cross_entropy`` (v2.17). With a
+``dist_process_group`` of several ranks each rank holds a contiguous slice of the vocabulary
+(slices may differ in size); per-row partials (max, sum of exponentials, target logit, sum of
+logits) are exchanged with one all-gather and merged, so every rank gets the single-device
+loss. The backward needs no communication. The kernels live in
+:mod:`npu_fixes.ops.cross_entropy_kernels`.
 
 Environment:
 
@@ -85,6 +88,58 @@ def use_triton(inp: Tensor) -> bool:
 
 
 @dataclass(frozen=True)
+class _Shard:
+    """This rank's slice of a vocabulary split over a process group."""
+
+    group: Any
+    world: int
+    offset: int  # global index of the slice's first entry
+    total: int  # size of the whole vocabulary
+    largest: int  # largest slice in the group: every rank derives its split count from it
+
+
+# Slice sizes of every rank, per (group, local slice size): exchanged once, on first use.
+_SLICE_SIZES: dict[tuple[Any, int], tuple[int, ...]] = {}
+
+
+def _all_gather(out: Tensor, inp: Tensor, group: Any) -> None:
+    """Gather equal-sized ``inp`` of every rank into ``out`` along the first axis."""
+    import torch.distributed as dist
+
+    gather = getattr(dist, "all_gather_single", None) or dist.all_gather_into_tensor
+    gather(out, inp, group=group)
+
+
+def _shard(group: Any, local_vocab: int, device: torch.device) -> _Shard | None:
+    """The vocabulary slice this rank holds in ``group``; ``None`` for no group or one rank.
+
+    The slice sizes are all-gathered (one host sync) the first time a group is used with a
+    given local size, then cached: a group's slices must keep their sizes from then on.
+    """
+    if group is None:
+        return None
+    import torch.distributed as dist
+
+    world = dist.get_world_size(group)
+    if world == 1:
+        return None
+    sizes = _SLICE_SIZES.get((group, local_vocab))
+    if sizes is None:
+        every = torch.empty(world, dtype=torch.int64, device=device)
+        _all_gather(every, torch.tensor([local_vocab], dtype=torch.int64, device=device), group)
+        sizes = _SLICE_SIZES.setdefault((group, local_vocab), tuple(every.tolist()))
+    rank = dist.get_rank(group)
+    return _Shard(group, world, sum(sizes[:rank]), sum(sizes), max(sizes))
+
+
+def _gather_partials(part: Tensor, shard: _Shard) -> Tensor:
+    """All ranks' partials ``(S, 4, N)``, stacked into ``(world * S, 4, N)``."""
+    out = part.new_empty((shard.world * part.shape[0], *part.shape[1:]))
+    _all_gather(out, part.contiguous(), shard.group)
+    return out
+
+
+@dataclass(frozen=True)
 class _Launch:
     block: int
     fwd_warps: int
@@ -103,15 +158,23 @@ def _num_cores(device: torch.device) -> int:
     return 1
 
 
-def _launch_config(n_rows: int, vocab: int, device_type: str, cores: int) -> _Launch:
-    """Block size, warps and the split of each row's vocabulary over programs."""
+def _launch_config(
+    n_rows: int, vocab: int, device_type: str, cores: int, split_vocab: int | None = None
+) -> _Launch:
+    """Block size, warps and the split of each row's ``vocab`` columns over programs.
+
+    Block size and split count follow ``split_vocab`` (default ``vocab``): ranks holding
+    slices of different sizes pass the largest, so all get the same number of chunks (a
+    short slice's last chunks are then empty).
+    """
+    split_vocab = vocab if split_vocab is None else split_vocab
     max_block = MAX_FUSED_BLOCK.get(device_type, _DEFAULT_MAX_BLOCK)
-    block = min(max_block, max(16, 1 << (vocab - 1).bit_length()))
+    block = min(max_block, max(16, 1 << (split_vocab - 1).bit_length()))
     fwd_warps, bwd_warps = (_CUDA_WARPS["fwd"], _CUDA_WARPS["bwd"]) if device_type == "cuda" else (4, 4)
-    n_blocks = math.ceil(vocab / block)
+    n_blocks = math.ceil(split_vocab / block)
     splits = max(1, min(n_blocks, math.ceil(_WAVES * cores / max(n_rows, 1))))
-    chunk = math.ceil(n_blocks / splits) * block
-    splits = math.ceil(vocab / chunk)
+    splits = math.ceil(n_blocks / math.ceil(n_blocks / splits))  # no chunk left empty
+    chunk = math.ceil(math.ceil(vocab / block) / splits) * block
     row_programs = min(n_rows, _MAX_ROW_PROGRAMS.get(device_type, _DEFAULT_MAX_ROW_PROGRAMS))
     return _Launch(block, fwd_warps, bwd_warps, splits, chunk, row_programs)
 
@@ -139,21 +202,47 @@ def _check_targets(target: Tensor, vocab: int, ignore_idx: int) -> None:
 # ---------------------------------------------------------------------------- PyTorch path
 
 
-def _torch_forward(inp: Tensor, target: Tensor, eps: float, ignore_idx: int) -> tuple[Tensor, Tensor]:
+def _torch_partials(inp: Tensor, target: Tensor, eps: float, ignore_idx: int, offset: int) -> Tensor:
+    """Partials ``(1, 4, N)`` of this slice: (lse, 1, target logit, logit sum), which combine
+    like (max, sum-exp, ...) partials."""
     vocab = inp.shape[-1]
     x = inp.reshape(-1, vocab).float()
+    t = target.reshape(-1).long() - offset
+    own = (target.reshape(-1) != ignore_idx) & (t >= 0) & (t < vocab)
+    xt = torch.where(own, x.gather(1, torch.where(own, t, 0).unsqueeze(1)).squeeze(1), 0.0)
+    sx = x.sum(dim=-1) if eps > 0.0 else torch.zeros_like(xt)
+    lse = torch.logsumexp(x, dim=-1)
+    return torch.stack((lse, torch.ones_like(lse), xt, sx)).unsqueeze(0)
+
+
+def _torch_finalize(
+    part: Tensor, target: Tensor, vocab: int, eps: float, ignore_idx: int
+) -> tuple[Tensor, Tensor]:
+    """Loss and lse per row from partials ``(P, 4, N)`` of a ``vocab``-sized vocabulary."""
+    m, d, xt, sx = part.unbind(1)
+    m_max = m.amax(dim=0)
+    shift = torch.where(m_max == float("-inf"), 0.0, m_max)
+    lse = shift + torch.log((d * torch.exp(m - shift)).sum(dim=0))
+    loss = lse - (1.0 - eps) * xt.sum(dim=0)
+    if eps > 0.0:
+        loss = loss - eps * (sx.sum(dim=0) / vocab)
     t = target.reshape(-1).long()
     valid = t != ignore_idx
     bad = valid & ((t < 0) | (t >= vocab))
-    lse = torch.logsumexp(x, dim=-1)
-    xt = x.gather(1, torch.where(valid & ~bad, t, 0).unsqueeze(1)).squeeze(1)
-    loss = lse - (1.0 - eps) * xt
-    if eps > 0.0:
-        loss = loss - eps * x.mean(dim=-1)
     nan = torch.full_like(lse, float("nan"))
     loss = torch.where(bad, nan, torch.where(valid, loss, 0.0))
     lse = torch.where(bad, nan, torch.where(valid, lse, 0.0))
     return loss, lse
+
+
+def _torch_forward(
+    inp: Tensor, target: Tensor, eps: float, ignore_idx: int, shard: _Shard | None
+) -> tuple[Tensor, Tensor]:
+    if shard is None:
+        part = _torch_partials(inp, target, eps, ignore_idx, 0)
+        return _torch_finalize(part, target, inp.shape[-1], eps, ignore_idx)
+    part = _gather_partials(_torch_partials(inp, target, eps, ignore_idx, shard.offset), shard)
+    return _torch_finalize(part, target, shard.total, eps, ignore_idx)
 
 
 def _torch_backward(
@@ -164,13 +253,15 @@ def _torch_backward(
     scale: Tensor | None,
     eps: float,
     ignore_idx: int,
+    offset: int,
+    total: int,
 ) -> Tensor:
     vocab = inp.shape[-1]
     x = inp.reshape(-1, vocab).float()
-    t = target.reshape(-1).long()
-    valid = t != ignore_idx
+    valid = target.reshape(-1) != ignore_idx
+    t = target.reshape(-1).long() - offset
     hit = valid & (t >= 0) & (t < vocab)
-    g = torch.exp(x - lse.unsqueeze(1)) - eps / vocab
+    g = torch.exp(x - lse.unsqueeze(1)) - eps / total
     g.scatter_add_(1, torch.where(hit, t, 0).unsqueeze(1), -(1.0 - eps) * hit.float().unsqueeze(1))
     row_scale = grad_loss.float().expand(inp.shape[:2]).reshape(-1)
     if scale is not None:
@@ -182,16 +273,20 @@ def _torch_backward(
 # ----------------------------------------------------------------------------- Triton path
 
 
-def _triton_forward(inp: Tensor, target: Tensor, eps: float, ignore_idx: int) -> tuple[Tensor, Tensor]:
+def _triton_forward(
+    inp: Tensor, target: Tensor, eps: float, ignore_idx: int, shard: _Shard | None
+) -> tuple[Tensor, Tensor]:
     from .cross_entropy_kernels import ce_finalize_kernel, ce_forward_kernel
 
     d0, d1, vocab = inp.shape
     n_rows = d0 * d1
-    cfg = _launch_config(n_rows, vocab, inp.device.type, _num_cores(inp.device))
+    offset, total = (0, vocab) if shard is None else (shard.offset, shard.total)
+    split_vocab = None if shard is None else shard.largest
+    cfg = _launch_config(n_rows, vocab, inp.device.type, _num_cores(inp.device), split_vocab)
     loss = torch.empty(n_rows, dtype=torch.float32, device=inp.device)
     lse = torch.empty(n_rows, dtype=torch.float32, device=inp.device)
-    fused = cfg.splits == 1
-    part = loss if fused else torch.empty((4, cfg.splits, n_rows), dtype=torch.float32, device=inp.device)
+    fused = cfg.splits == 1 and shard is None
+    part = loss if fused else torch.empty((cfg.splits, 4, n_rows), dtype=torch.float32, device=inp.device)
     with _device_guard(inp.device):
         ce_forward_kernel[(cfg.row_programs, cfg.splits)](
             inp,
@@ -204,6 +299,8 @@ def _triton_forward(inp: Tensor, target: Tensor, eps: float, ignore_idx: int) ->
             n_rows,
             d1,
             vocab,
+            offset,
+            total,
             cfg.chunk,
             cfg.splits,
             cfg.row_programs,
@@ -215,8 +312,11 @@ def _triton_forward(inp: Tensor, target: Tensor, eps: float, ignore_idx: int) ->
             SMOOTH=eps > 0.0,
             num_warps=cfg.fwd_warps,
         )
-        if not fused:
-            block_r = 128
+    if not fused:
+        if shard is not None:
+            part = _gather_partials(part, shard)
+        block_r = 128
+        with _device_guard(inp.device):
             ce_finalize_kernel[(math.ceil(n_rows / block_r),)](
                 part,
                 target,
@@ -225,8 +325,8 @@ def _triton_forward(inp: Tensor, target: Tensor, eps: float, ignore_idx: int) ->
                 lse,
                 n_rows,
                 d1,
-                cfg.splits,
-                vocab,
+                part.shape[0],
+                total,
                 eps,
                 ignore_idx,
                 BLOCK_R=block_r,
@@ -242,6 +342,8 @@ def _triton_backward(
     scale: Tensor | None,
     eps: float,
     ignore_idx: int,
+    offset: int,
+    total: int,
     out: Tensor,
 ) -> Tensor:
     from .cross_entropy_kernels import ce_backward_kernel
@@ -265,6 +367,8 @@ def _triton_backward(
             n_rows,
             d1,
             vocab,
+            offset,
+            total,
             cfg.chunk,
             cfg.row_programs,
             eps,
@@ -302,17 +406,25 @@ def _triton_mean(loss: Tensor, target: Tensor, ignore_idx: int) -> tuple[Tensor,
 
 
 def _forward(
-    inp: Tensor, target: Tensor, eps: float, reduce_loss: bool, ignore_idx: int
+    inp: Tensor,
+    target: Tensor,
+    eps: float,
+    reduce_loss: bool,
+    ignore_idx: int,
+    shard: _Shard | None = None,
 ) -> tuple[Tensor, Tensor, Tensor]:
-    """Loss (per row or mean), per-row lse, and 1/n_valid (0-d; empty when not reducing)."""
+    """Loss (per row or mean), per-row lse, and 1/n_valid (0-d; empty when not reducing).
+
+    With a ``shard`` the loss and lse are those of the whole vocabulary, on every rank.
+    """
     d0, d1, vocab = inp.shape
     if _env("NPU_FIXES_CE_CHECK") == "1" and not _capturing(inp.device):
-        _check_targets(target, vocab, ignore_idx)
+        _check_targets(target, vocab if shard is None else shard.total, ignore_idx)
     triton_path = inp.numel() > 0 and use_triton(inp)
     if triton_path:
-        loss, lse = _triton_forward(inp, target, eps, ignore_idx)
+        loss, lse = _triton_forward(inp, target, eps, ignore_idx, shard)
     elif inp.numel() > 0:
-        loss, lse = _torch_forward(inp, target, eps, ignore_idx)
+        loss, lse = _torch_forward(inp, target, eps, ignore_idx, shard)
     else:
         loss = torch.zeros((d0 * d1,), dtype=torch.float32, device=inp.device)
         lse = torch.zeros((d0 * d1,), dtype=torch.float32, device=inp.device)
@@ -334,8 +446,15 @@ def _backward(
     eps: float,
     ignore_idx: int,
     out: Tensor | None,
+    offset: int = 0,
+    total: int | None = None,
 ) -> Tensor:
-    """Gradient of the loss w.r.t. ``inp``; written into ``out`` when given."""
+    """Gradient of the loss w.r.t. ``inp``; written into ``out`` when given.
+
+    ``inp`` may be the slice starting at ``offset`` of a ``total``-entry vocabulary (default:
+    the whole one); ``lse`` is the whole vocabulary's, so nothing is exchanged.
+    """
+    total = inp.shape[-1] if total is None else total
     scale = inv_count if inv_count.dim() == 0 else None
     if inp.numel() == 0:
         return torch.zeros_like(inp) if out is None else out
@@ -348,9 +467,11 @@ def _backward(
             scale,
             eps,
             ignore_idx,
+            offset,
+            total,
             torch.empty_like(inp) if out is None else out,
         )
-    grad = _torch_backward(grad_loss, inp, target, lse, scale, eps, ignore_idx)
+    grad = _torch_backward(grad_loss, inp, target, lse, scale, eps, ignore_idx, offset, total)
     return grad if out is None else out.copy_(grad)
 
 
@@ -434,31 +555,57 @@ class _CrossEntropyFunction(torch.autograd.Function):
         reduce_loss: bool,
         ignore_idx: int,
         inplace_grad: bool,
+        shard: _Shard | None,
     ) -> Tensor:
-        loss, lse, inv_count = _forward(inp, target, label_smoothing, reduce_loss, ignore_idx)
+        loss, lse, inv_count = _forward(inp, target, label_smoothing, reduce_loss, ignore_idx, shard)
         # With inplace_grad, saving inp lets autograd's version check reject a second
         # backward (inp then holds the gradient) instead of reading overwritten logits.
         ctx.save_for_backward(inp, target, lse, inv_count)
         ctx.label_smoothing = label_smoothing
         ctx.ignore_idx = ignore_idx
         ctx.inplace_grad = inplace_grad
+        ctx.offset, ctx.total = (0, inp.shape[-1]) if shard is None else (shard.offset, shard.total)
         return loss
 
     @staticmethod
-    def backward(ctx: Any, grad_loss: Tensor) -> tuple[Tensor, None, None, None, None, None]:
+    def backward(ctx: Any, grad_loss: Tensor) -> tuple[Tensor | None, ...]:
         inp, target, lse, inv_count = ctx.saved_tensors
         out = inp.detach() if ctx.inplace_grad else None
-        grad = _backward(grad_loss, inp, target, lse, inv_count, ctx.label_smoothing, ctx.ignore_idx, out)
+        grad = _backward(
+            grad_loss,
+            inp,
+            target,
+            lse,
+            inv_count,
+            ctx.label_smoothing,
+            ctx.ignore_idx,
+            out,
+            ctx.offset,
+            ctx.total,
+        )
         if out is not None:
             torch.autograd.graph.increment_version(out)
-        return grad, None, None, None, None, None
+        return grad, None, None, None, None, None, None
 
 
-@torch.compiler.disable
-def _inplace_grad_cross_entropy(
-    inp: Tensor, target: Tensor, label_smoothing: float, reduce_loss: bool, ignore_idx: int
+def _eager_cross_entropy(
+    inp: Tensor,
+    target: Tensor,
+    label_smoothing: float,
+    reduce_loss: bool,
+    ignore_idx: int,
+    inplace_grad: bool,
+    group: Any,
 ) -> Tensor:
-    return _CrossEntropyFunction.apply(inp, target, label_smoothing, reduce_loss, ignore_idx, True)
+    shard = _shard(group, inp.shape[-1], inp.device)
+    return _CrossEntropyFunction.apply(
+        inp, target, label_smoothing, reduce_loss, ignore_idx, inplace_grad, shard
+    )
+
+
+# Under torch.compile: a graph break for what the custom ops cannot express (collectives on a
+# process group object, writing the gradient into the input).
+_graph_break_cross_entropy = torch.compiler.disable(_eager_cross_entropy)
 
 
 # ------------------------------------------------------------------------- public API
@@ -509,12 +656,18 @@ def parallel_cross_entropy(
         reduce_loss: return the mean over non-ignored tokens (0-d; 0 when all are ignored)
             instead of the per-token loss of shape ``inp.shape[:2]``. The count stays on
             the device: no host sync in forward or backward.
-        dist_process_group: vocabulary-parallel group. ``None`` or a one-rank group;
-            more ranks raise ``NotImplementedError`` for now.
+        dist_process_group: vocabulary-parallel group: each rank passes its contiguous slice
+            of the vocabulary as ``inp`` (slices may differ in size; rank order = slice
+            order) and the same global ``target``. Every rank gets the loss of the whole
+            vocabulary and the gradient of its slice. Per call: one all-gather of 16 bytes
+            per token and chunk; the first call per group and slice size also all-gathers
+            the slice sizes (one host sync), later calls none. ``None`` or a one-rank
+            group: single device.
         ignore_idx: target value to skip.
         is_cg_capturable: accepted for Transformer Engine compatibility. Every call is CUDA
             graph capturable: nothing syncs with the host (the optional
-            ``NPU_FIXES_CE_CHECK=1`` check is skipped during capture).
+            ``NPU_FIXES_CE_CHECK=1`` check is skipped during capture), except a group's
+            first call, which a capture's warm-up makes.
         inplace_grad: write the gradient into ``inp``'s storage during backward, so no
             logits-sized buffer is allocated. Trade-off: the logits are destroyed by the
             backward, a second backward through the graph (``retain_graph``) raises, and the
@@ -527,21 +680,14 @@ def parallel_cross_entropy(
     gradient (never an out-of-bounds read); ``NPU_FIXES_CE_CHECK=1`` raises instead.
     Eager calls go through a plain ``autograd.Function``; under ``torch.compile`` the
     same code runs as custom ops ``npu_fixes::cross_entropy_fwd/bwd`` (no graph break,
-    except with ``inplace_grad=True``).
+    except with ``inplace_grad=True`` or a ``dist_process_group``).
     """
-    del is_cg_capturable  # no host syncs anywhere, so every call may be captured
+    del is_cg_capturable  # no host syncs after a group's first call: every call may be captured
     _validate(inp, target, label_smoothing)
-    if dist_process_group is not None:
-        world = torch.distributed.get_world_size(dist_process_group)
-        if world > 1:
-            raise NotImplementedError(
-                f"parallel_cross_entropy: vocabulary parallelism over {world} ranks is not "
-                "implemented yet; pass dist_process_group=None (or a one-rank group) and "
-                "the full vocabulary"
-            )
     eps, reduce_loss, ignore_idx = float(label_smoothing), bool(reduce_loss), int(ignore_idx)
+    args = (inp, target, eps, reduce_loss, ignore_idx, inplace_grad, dist_process_group)
     if not torch.compiler.is_compiling():
-        return _CrossEntropyFunction.apply(inp, target, eps, reduce_loss, ignore_idx, inplace_grad)
-    if inplace_grad:
-        return _inplace_grad_cross_entropy(inp, target, eps, reduce_loss, ignore_idx)
+        return _eager_cross_entropy(*args)
+    if inplace_grad or dist_process_group is not None:
+        return _graph_break_cross_entropy(*args)
     return _ce_fwd(inp, target, eps, reduce_loss, ignore_idx)[0]

@@ -1,17 +1,19 @@
 """Triton kernels for :func:`npu_fixes.ops.parallel_cross_entropy`.
 
 Layout: the logits are a 3-D tensor ``(D0, D1, V)`` with arbitrary strides; row ``r`` of the
-flattened ``N = D0 * D1`` rows is element ``(r // D1, r % D1)``. The vocabulary of a row may be
-split into ``S`` chunks handled by different programs. Each chunk yields four fp32 partials
+flattened ``N = D0 * D1`` rows is element ``(r // D1, r % D1)``. The ``V`` columns may be a slice
+of a larger vocabulary of ``V_TOTAL`` entries starting at global index ``V_OFFSET`` (vocabulary
+parallelism); targets are global indices. The columns of a row may be split into ``S`` chunks
+handled by different programs. Each chunk yields four fp32 partials
 
 * ``m``  - the chunk's maximum logit,
 * ``d``  - sum of ``exp(x - m)`` over the chunk,
 * ``xt`` - the target logit if the target lies in the chunk, else 0,
 * ``sx`` - sum of the chunk's logits (for label smoothing),
 
-and partials of any set of chunks combine exactly (``_combine``). Chunks of one device today;
-chunks held by the ranks of a vocabulary-parallel group combine the same way (gather the
-``(4, S, N)`` partials, then run :func:`ce_finalize_kernel` over all of them).
+and partials of any set of chunks combine exactly (``_combine``). They are stored ``(S, 4, N)``,
+so the partials of the ranks of a vocabulary-parallel group, gathered along the first axis,
+form one ``(ranks * S, 4, N)`` array that :func:`ce_finalize_kernel` merges like one device's.
 
 All arithmetic is fp32. Index math on rows and strides is int64, so ``N * V`` may exceed 2**31.
 Loops are ``while`` loops: Triton 3.6's interpreter cannot take tensor bounds in ``range``
@@ -46,7 +48,8 @@ def _chunk_partials(
     V_CONTIG: tl.constexpr,
     SMOOTH: tl.constexpr,
 ):
-    """Partials ``(m, d, xt, sx)`` of columns ``[col_lo, col_hi)`` of one row.
+    """Partials ``(m, d, xt, sx)`` of columns ``[col_lo, col_hi)`` of one row; ``tgt`` is the
+    target's column in this slice (outside ``[0, V)`` when another rank holds it).
 
     Nothing is read for an ignored row (``valid`` false): it returns ``(-inf, 0, 0, 0)``.
     ``sx`` is only summed with ``SMOOTH`` (label smoothing on), else it is 0.
@@ -104,7 +107,7 @@ def _finalize(m, d, xt, sx, tgt, V, eps, ignore_idx):
     return loss, lse
 
 
-@triton.jit(do_not_specialize=["N", "D1", "ROW_STEP", "S", "ignore_idx"])
+@triton.jit(do_not_specialize=["N", "D1", "ROW_STEP", "S", "V_OFFSET", "ignore_idx"])
 def ce_forward_kernel(
     x_ptr,
     xs0,
@@ -119,6 +122,8 @@ def ce_forward_kernel(
     N,
     D1,
     V,
+    V_OFFSET,
+    V_TOTAL,
     CHUNK,
     S,
     ROW_STEP,
@@ -132,8 +137,8 @@ def ce_forward_kernel(
     """Grid ``(ROW_STEP, S)``: partials of chunk ``program_id(1)`` for rows
     ``program_id(0), program_id(0) + ROW_STEP, ...``.
 
-    ``FUSED`` (``S == 1``): finalize directly into ``loss``/``lse``. Otherwise store the
-    partials into ``part`` laid out ``(4, S, N)``.
+    ``FUSED`` (``S == 1``, whole vocabulary): finalize directly into ``loss``/``lse``.
+    Otherwise store the partials into ``part`` laid out ``(S, 4, N)``.
     """
     split = tl.program_id(1)
     col_lo = split * CHUNK
@@ -143,18 +148,19 @@ def ce_forward_kernel(
         tgt = tl.load(t_ptr + _row_offsets(row, D1, ts0, ts1))
         valid = tgt != ignore_idx
         row_ptr = x_ptr + _row_offsets(row, D1, xs0, xs1)
-        m, d, xt, sx = _chunk_partials(row_ptr, xsv, tgt, valid, col_lo, col_hi, BLOCK, V_CONTIG, SMOOTH)
+        m, d, xt, sx = _chunk_partials(
+            row_ptr, xsv, tgt - V_OFFSET, valid, col_lo, col_hi, BLOCK, V_CONTIG, SMOOTH
+        )
         if FUSED:
-            loss, lse = _finalize(m, d, xt, sx, tgt, V, eps, ignore_idx)
+            loss, lse = _finalize(m, d, xt, sx, tgt, V_TOTAL, eps, ignore_idx)
             tl.store(loss_ptr + row, loss)
             tl.store(lse_ptr + row, lse)
         else:
-            plane = S.to(tl.int64) * N
-            base = part_ptr + split.to(tl.int64) * N + row
+            base = part_ptr + split.to(tl.int64) * 4 * N + row
             tl.store(base, m)
-            tl.store(base + plane, d)
-            tl.store(base + 2 * plane, xt)
-            tl.store(base + 3 * plane, sx)
+            tl.store(base + N, d)
+            tl.store(base + 2 * N, xt)
+            tl.store(base + 3 * N, sx)
         row += ROW_STEP
 
 
@@ -174,22 +180,22 @@ def ce_finalize_kernel(
     ignore_idx,
     BLOCK_R: tl.constexpr,
 ):
-    """Combine ``S`` chunk partials ``(4, S, N)`` per row into loss and lse."""
+    """Combine ``S`` chunk partials ``(S, 4, N)`` per row into loss and lse (``V``: the whole
+    vocabulary's size)."""
     rows = tl.program_id(0) * BLOCK_R + tl.arange(0, BLOCK_R)
     rmask = rows < N
-    plane = S.to(tl.int64) * N
     m = tl.full((BLOCK_R,), float("-inf"), tl.float32)
     d = tl.zeros((BLOCK_R,), tl.float32)
     xt = tl.zeros((BLOCK_R,), tl.float32)
     sx = tl.zeros((BLOCK_R,), tl.float32)
-    s = 0
+    s = tl.zeros((), tl.int64)
     while s < S:
-        base = part_ptr + s * N + rows
+        base = part_ptr + s * 4 * N + rows
         m_s = tl.load(base, mask=rmask, other=float("-inf"))
-        d_s = tl.load(base + plane, mask=rmask, other=0.0)
+        d_s = tl.load(base + N, mask=rmask, other=0.0)
         m, d = _combine(m, d, m_s, d_s)
-        xt += tl.load(base + 2 * plane, mask=rmask, other=0.0)
-        sx += tl.load(base + 3 * plane, mask=rmask, other=0.0)
+        xt += tl.load(base + 2 * N, mask=rmask, other=0.0)
+        sx += tl.load(base + 3 * N, mask=rmask, other=0.0)
         s += 1
     tgt = tl.load(t_ptr + _row_offsets(rows, D1, ts0, ts1), mask=rmask, other=ignore_idx)
     loss, lse = _finalize(m, d, xt, sx, tgt, V, eps, ignore_idx)
@@ -197,7 +203,7 @@ def ce_finalize_kernel(
     tl.store(lse_ptr + rows, lse, mask=rmask)
 
 
-@triton.jit(do_not_specialize=["N", "D1", "ROW_STEP", "ignore_idx"])
+@triton.jit(do_not_specialize=["N", "D1", "ROW_STEP", "V_OFFSET", "ignore_idx"])
 def ce_backward_kernel(
     x_ptr,
     xs0,
@@ -218,6 +224,8 @@ def ce_backward_kernel(
     N,
     D1,
     V,
+    V_OFFSET,
+    V_TOTAL,
     CHUNK,
     ROW_STEP,
     eps,
@@ -227,7 +235,8 @@ def ce_backward_kernel(
     X_CONTIG: tl.constexpr,
     G_CONTIG: tl.constexpr,
 ):
-    """``grad = (softmax - (1-eps)*onehot - eps/V) * grad_out[row] (* inv_count)``.
+    """``grad = (softmax - (1-eps)*onehot - eps/V_TOTAL) * grad_out[row] (* inv_count)`` over
+    this slice's ``V`` columns; ``lse`` holds the whole vocabulary's log-sum-exp per row.
 
     Computed in fp32, rounded once to the gradient's dtype. Ignored rows get zeros without
     reading their logits. ``g_ptr`` may alias ``x_ptr`` with equal strides (in-place mode):
@@ -245,7 +254,7 @@ def ce_backward_kernel(
         if HAS_SCALE:
             scale = scale * tl.load(inv_ptr)
         scale = tl.where(valid, scale, 0.0)  # ignored rows: zeros, whatever grad_out holds
-        smooth = scale * (eps / V)
+        smooth = scale * (eps / V_TOTAL)
         hit = scale * (1.0 - eps)
         x_row = x_ptr + _row_offsets(row, D1, xs0, xs1)
         g_row = g_ptr + _row_offsets(row, D1, gs0, gs1)
@@ -263,7 +272,7 @@ def ce_backward_kernel(
                 g_ptrs = g_row + cols.to(tl.int64) * gsv
             x = tl.load(x_ptrs, mask=mask & valid, other=0.0).to(tl.float32)
             g = tl.math.exp2(x * LOG2E - lse2) * scale - smooth
-            g = tl.where(cols == tgt, g - hit, g)
+            g = tl.where(cols == tgt - V_OFFSET, g - hit, g)
             tl.store(g_ptrs, g.to(g_ptr.dtype.element_ty), mask=mask)
             start += BLOCK
         row += ROW_STEP

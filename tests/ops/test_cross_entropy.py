@@ -291,13 +291,12 @@ def test_empty_input(reduce_loss: bool) -> None:
         assert loss.item() == 0.0
 
 
-def test_multi_rank_group_not_implemented(monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setattr(torch.distributed, "get_world_size", lambda group=None: 2)
-    x, t = make_inputs(torch.float32)
-    with pytest.raises(NotImplementedError, match="2 ranks"):
-        parallel_cross_entropy(x, t, dist_process_group=object())
+def test_one_rank_group_is_single_device(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Multi-rank groups: tests/ops/test_cross_entropy_parallel.py."""
     monkeypatch.setattr(torch.distributed, "get_world_size", lambda group=None: 1)
-    assert parallel_cross_entropy(x, t, dist_process_group=object()).shape == t.shape
+    x, t = make_inputs(torch.float32)
+    torch.testing.assert_close(parallel_cross_entropy(x, t, dist_process_group=object()),
+                               parallel_cross_entropy(x, t), rtol=0, atol=0)
 
 
 def test_routing(monkeypatch: pytest.MonkeyPatch) -> None:
