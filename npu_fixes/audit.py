@@ -110,6 +110,7 @@ def audit(location: str | os.PathLike[str] | None = None) -> AuditReport:
         before, detail = _before(fix, loaded)
         after = NOTHING
         if before == NEEDED:
-            after, detail = _after(fix, loaded, patcher)
+            after, repaired = _after(fix, loaded, patcher)
+            detail = f"{detail}; after repair: {repaired}"
         results.append(FixAudit(fix.name, before, after, detail))
     return AuditReport(loaded.version, str(Path(location).resolve()), results)

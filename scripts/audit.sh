@@ -9,5 +9,5 @@ echo "== audit: published torch-npu 2.13.0 wheel =="
 "$PY" -m npu_fixes audit --torch-npu "$wheel"
 echo
 echo "== audit: pre-fix copy of it (all five defects re-introduced) =="
-"$PY" examples/make_prefix_copy.py "$wheel" .cache/prefix-2.13.0 --force >/dev/null
+"$PY" examples/make_prefix_copy.py "$wheel" .cache/prefix-2.13.0 --force >/dev/null 2>&1
 "$PY" -m npu_fixes audit --torch-npu .cache/prefix-2.13.0

@@ -57,6 +57,7 @@ def test_audit_prefix_copy_all_five(prefix_copy):
     code, report = audit_json(prefix_copy("all"))
     assert code == 0, report
     assert [(f["before"], f["after"]) for f in report["fixes"]] == [("needed", "verified")] * 5
+    assert all("; after repair: " in f["detail"] for f in report["fixes"])  # what was wrong, then
 
 
 @pytest.mark.parametrize("defect", FIX_NAMES)
