@@ -1,10 +1,14 @@
 #!/usr/bin/env bash
-# The GPU runs behind README's "Verified on" tables, as run on an NVIDIA H200 machine
-# (PyTorch 2.11, Triton 3.6, transformers installed). Writes into $OUT (default ./h200-out):
-#   machine.txt, ce_bench.log + ce_summary.csv (cross entropy, no sweep),
-#   acc_default.json + acc_reduce-overhead.json (npu-fixes accuracy, all models, 10 iterations),
-#   runtime_defects.txt + gpu_tests.log (scalar race, downcast, capture gate; gpu-marked tests).
-# Liger-Kernel (pure Python) is used when importable, e.g. from wheels in .whl/.
+# The GPU runs behind README's "What was verified where", as run on NVIDIA H200 machines
+# (PyTorch 2.11, Triton 3.6, transformers installed). Usage:
+#   OUT=DIR bash benchmarks/run_h200.sh [STAGE ...]     (default: every stage)
+# Stages and what they write into $OUT (default ./h200-out):
+#   ce        ce_bench.log, ce_summary.csv  cross entropy benchmark without the shape sweep
+#   accuracy  acc_default.json, acc_reduce-overhead.json  npu-fixes accuracy, all models, 10 iterations
+#   runtime   runtime_defects.txt, gpu_tests.log  scalar race, downcast, capture gate; gpu tests
+#   longrun   longrun_tp1.txt (+ longrun_tp2.txt with 2 GPUs)  2000-step training, ours vs PyTorch CE
+#   parallel  parallel_gpu.log  the 2-GPU NCCL test of the vocabulary-parallel cross entropy
+# machine.txt is always written. Liger-Kernel is used when importable (e.g. wheels in .whl/).
 set -u
 OUT=${OUT:-$PWD/h200-out}
 mkdir -p "$OUT"
@@ -16,28 +20,26 @@ export PYTHONPATH=$PWD:/tmp/site PYTHONUNBUFFERED=1
   python3 -c "import platform, torch, triton, transformers; print(platform.node(), 'torch', torch.__version__, 'triton', triton.__version__, 'transformers', transformers.__version__)"
 } > "$OUT/machine.txt"
 
-python3 benchmarks/ce_benchmark.py --out /tmp/ce --sweep 0 > "$OUT/ce_bench.log" 2>&1
-cp /tmp/ce/ce_summary.csv "$OUT/"
+stage_ce() {
+  python3 benchmarks/ce_benchmark.py --out /tmp/ce --sweep 0 > "$OUT/ce_bench.log" 2>&1
+  cp /tmp/ce/ce_summary.csv "$OUT/"
+}
 
-# Accuracy: both modes, the model list split in two halves, four processes at once.
-models=$(python3 -c "from npu_fixes.accuracy_models import MODELS; print(' '.join(MODELS))")
-set -- $models
-first=$(echo "${@:1:6}" | tr ' ' ,); second=$(echo "${@:7}" | tr ' ' ,)
-for mode in default reduce-overhead; do
-  for half in first second; do
-    TORCHINDUCTOR_CACHE_DIR=/tmp/ind-$mode-$half timeout ${ACC_TIMEOUT:-1800} python3 -m npu_fixes accuracy --device cuda \
-      --iterations 10 --mode $mode --models "${!half}" --json > /tmp/acc-$mode-$half.json 2> /tmp/acc-$mode-$half.err &
+stage_accuracy() {  # both modes, the model list in two halves: four processes at once
+  local models first second mode half
+  models=$(python3 -c "from npu_fixes.accuracy_models import MODELS; print(' '.join(MODELS))")
+  set -- $models
+  first=$(echo "${@:1:6}" | tr ' ' ,); second=$(echo "${@:7}" | tr ' ' ,)
+  for mode in default reduce-overhead; do
+    for half in first second; do
+      TORCHINDUCTOR_CACHE_DIR=/tmp/ind-$mode-$half timeout "${ACC_TIMEOUT:-1800}" python3 -m npu_fixes \
+        accuracy --device cuda --iterations 10 --mode $mode --models "${!half}" --json \
+        > /tmp/acc-$mode-$half.json 2> /tmp/acc-$mode-$half.err &
+    done
   done
-done
-
-TORCHINDUCTOR_CACHE_DIR=/tmp/ind-rd python3 benchmarks/runtime_defects.py --out "$OUT/runtime_defects.txt" \
-  > /tmp/rd.log 2>&1
-echo "runtime_defects.py exit $?" > "$OUT/gpu_tests.log"
-tail -n 40 /tmp/rd.log >> "$OUT/gpu_tests.log"
-python3 -m pytest -q -rA -m gpu tests/gpu >> "$OUT/gpu_tests.log" 2>&1
-wait
-for mode in default reduce-overhead; do
-  python3 - "$mode" > "$OUT/acc_$mode.json" <<'PY'
+  wait
+  for mode in default reduce-overhead; do
+    python3 - "$mode" > "$OUT/acc_$mode.json" <<'PY'
 import json, sys
 mode = sys.argv[1]
 parts = []
@@ -50,5 +52,29 @@ merged = {k: v for k, v in parts[0].items() if k != "models"} or {"mode": mode}
 merged["models"] = parts[0]["models"] + parts[1]["models"]
 print(json.dumps(merged, indent=2))
 PY
-  tail -n 5 /tmp/acc-$mode-*.err >> "$OUT/gpu_tests.log"
+  done
+}
+
+stage_runtime() {
+  TORCHINDUCTOR_CACHE_DIR=/tmp/ind-rd python3 benchmarks/runtime_defects.py \
+    --out "$OUT/runtime_defects.txt" > /tmp/rd.log 2>&1
+  echo "runtime_defects.py exit $?" > "$OUT/gpu_tests.log"
+  tail -n 40 /tmp/rd.log >> "$OUT/gpu_tests.log"
+  python3 -m pytest -q -rA -m gpu tests/gpu 2>&1 | grep -v "^DEBUG" >> "$OUT/gpu_tests.log"
+}
+
+stage_longrun() {
+  python3 examples/ce_long_run.py --steps 2000 --tp 1 --out /tmp/longrun-tp1 > "$OUT/longrun_tp1.txt" 2>&1
+  cp /tmp/longrun-tp1/*.png "$OUT/longrun_tp1.png" 2>/dev/null
+  if [ "$(nvidia-smi -L | wc -l)" -ge 2 ]; then
+    python3 examples/ce_long_run.py --steps 2000 --tp 2 --out /tmp/longrun-tp2 > "$OUT/longrun_tp2.txt" 2>&1
+  fi
+}
+
+stage_parallel() {
+  python3 -m pytest -q -rA -m gpu tests/ops/test_cross_entropy_parallel.py > "$OUT/parallel_gpu.log" 2>&1
+}
+
+for stage in "${@:-ce accuracy runtime longrun parallel}"; do
+  for s in $stage; do "stage_$s"; done
 done

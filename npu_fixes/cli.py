@@ -22,38 +22,37 @@ def _table(headers: Sequence[str], rows: Sequence[Sequence[str]]) -> str:
     )
 
 
-def _import_stack() -> tuple[list[str], list[str]]:
-    """Import torch, torch_npu and the backend modules so that the hooks fire.
+def _import_stack(modules: Sequence[str]) -> tuple[list[str], list[str]]:
+    """Import torch, torch_npu and the fixes' target ``modules`` so that the hooks fire.
 
     Returns one line per import that failed (a broken torch_npu is reported, never
     raised) and the names of the modules that could not be imported.
     """
-    from .host import BACKEND, BACKEND_MODULES
-
-    names = ["torch", "torch_npu", *(f"{BACKEND}.{m}" for m in BACKEND_MODULES)]
     problems: list[str] = []
-    for i, name in enumerate(names):
+    missing: list[str] = []
+    for name in dict.fromkeys(["torch", "torch_npu", *modules]):
+        parent = "torch_npu" if name.startswith("torch_npu.") else "torch"
+        if name != "torch" and parent in missing:  # cannot import below a missing parent
+            missing.append(name)
+            continue
         try:
             importlib.import_module(name)
-        except ModuleNotFoundError as exc:
-            if exc.name == name:
-                problems.append(f"{name}: not installed")
-            else:
-                problems.append(f"{name}: import failed: {exc}")
-        except Exception as exc:  # noqa: BLE001 - report, never a traceback
-            problems.append(f"{name}: import failed: {type(exc).__name__}: {exc}")
-        else:
             continue
-        if name in {"torch", "torch_npu"}:  # nothing below can import either
-            return problems, names[i:]
-    return problems, [n for n in names if n not in sys.modules]
+        except ModuleNotFoundError as exc:
+            absent = bool(exc.name) and (name == exc.name or name.startswith(f"{exc.name}."))
+            reason = "not installed" if absent else f"import failed: {exc}"
+        except Exception as exc:  # noqa: BLE001 - report, never a traceback
+            reason = f"import failed: {type(exc).__name__}: {exc}"
+        problems.append(f"{name}: {reason}")
+        missing.append(name)
+    return problems, missing
 
 
 def cmd_status(args: argparse.Namespace) -> int:
     import npu_fixes
 
-    problems, missing = _import_stack()
     registry = npu_fixes.registry()
+    problems, missing = _import_stack([fix.module for fix in registry.fixes.values()])
     for name in missing:
         registry.mark_absent(name, f"module {name} cannot be imported here")
     records = npu_fixes.status()

@@ -1,7 +1,8 @@
 """Fix records, states, the wrapt-based patcher, environment switches and the registry.
 
 A :class:`Fix` names one defect: the module that holds its targets, the dotted
-attributes it wraps, version windows, a behavioural *probe* and an *install* step.
+attributes it wraps (or adds, where the module lacks them), version windows, a behavioural
+*probe* and an *install* step.
 The :class:`Registry` decides, when the target module is imported, what happens to
 each fix and records it as a :class:`FixRecord`.
 """
@@ -60,8 +61,10 @@ class Fix:
 
     ``probe(module)`` inspects the live target module and reports whether it shows the
     defect. ``install(module, patcher)`` wraps the targets through ``patcher`` so that
-    the corrected rule is used. ``signatures`` maps a target to the leading parameter
+    the corrected rule is used. ``signatures`` maps a target to the exact parameter
     names it must have; a mismatch means upstream changed the code and we keep out.
+    ``provides`` names attributes the fix adds to the module where they are missing (so,
+    unlike targets, they need not exist).
     """
 
     name: str
@@ -73,6 +76,12 @@ class Fix:
     torch_window: SpecifierSet = SpecifierSet(">=2.13.0.dev0,<2.15")
     torch_npu_window: SpecifierSet = SpecifierSet(">=2.13.0.dev0,<2.15")
     signatures: dict[str, tuple[str, ...]] = dataclasses.field(default_factory=dict)
+    provides: tuple[str, ...] = ()
+
+    @property
+    def patched(self) -> tuple[str, ...]:
+        """Dotted names (in ``module``) of what the fix replaces or adds."""
+        return self.targets + self.provides
 
     def locate(self, module: ModuleType) -> dict[str, Any]:
         """Resolve every target in ``module``; raise TargetMissing or TypeError (signature)."""
@@ -128,28 +137,36 @@ class FixRecord:
         return data
 
 
+_MISSING = object()  # the original of an added attribute or mapping item
+
+
 @dataclasses.dataclass
 class _Patch:
     owner: Any  # object (attribute patch) or mapping (item patch)
     name: Any  # attribute name or mapping key
-    original: Any
+    original: Any  # _MISSING where we added the item (attributes: see had_own)
     replacement: Any
     is_item: bool
     had_own: bool = True  # attribute lived in owner.__dict__ (else it was inherited)
 
     def restore(self) -> None:
         if self.is_item:
-            if self.owner.get(self.name) is self.replacement:  # a reload may have replaced it
+            if self.owner.get(self.name) is not self.replacement:  # a reload may have replaced it
+                return
+            if self.original is _MISSING:
+                del self.owner[self.name]
+            else:
                 self.owner[self.name] = self.original
         elif self.had_own:
             setattr(self.owner, self.name, self.original)
-        else:
+        elif self.name in vars(self.owner):  # inherited before we wrapped it, or added by us
             delattr(self.owner, self.name)
 
 
 class Patcher:
-    """Wraps attributes with wrapt (and replaces table entries), remembering the true
-    original exactly once so that :meth:`restore` puts back the very same objects."""
+    """Wraps attributes with wrapt (and replaces table entries, adds missing attributes),
+    remembering the true original exactly once so that :meth:`restore` puts back the very
+    same objects (and deletes what it added)."""
 
     def __init__(self) -> None:
         self._patches: dict[tuple[int, Any], _Patch] = {}
@@ -173,17 +190,28 @@ class Patcher:
         owner, attr = resolve_owner(module, dotted)
         return self.wrap(owner, attr, wrapper)
 
+    def add(self, owner: Any, attr: str, value: Any) -> None:
+        """Set ``owner.attr = value`` where ``owner`` has no ``attr``; :meth:`restore` deletes it."""
+        if self.is_wrapped(owner, attr):
+            return
+        if inspect.getattr_static(owner, attr, _MISSING) is not _MISSING:
+            raise ValueError(f"{owner!r} already has {attr!r}: wrap it instead of adding it")
+        setattr(owner, attr, value)
+        self._patches[(id(owner), attr)] = _Patch(owner, attr, _MISSING, value, False, had_own=False)
+
     def set_item(self, mapping: Any, key: Any, value: Any) -> None:
-        """``mapping[key] = value``, restorable; the first original is the one kept."""
+        """``mapping[key] = value``, restorable; the first original is the one kept (a key
+        that was missing is deleted again)."""
         patch_key = (id(mapping), key)
         patch = self._patches.get(patch_key)
         if patch is not None and mapping.get(key) is patch.replacement:
             patch.replacement = value
         else:
-            self._patches[patch_key] = _Patch(mapping, key, mapping[key], value, True)
+            self._patches[patch_key] = _Patch(mapping, key, mapping.get(key, _MISSING), value, True)
         mapping[key] = value
 
     def is_wrapped(self, owner: Any, attr: str) -> bool:
+        """Whether ``owner.attr`` is still the object we put there (wrapped or added)."""
         patch = self._patches.get((id(owner), attr))
         return patch is not None and inspect.getattr_static(owner, attr, None) is patch.replacement
 
@@ -231,7 +259,7 @@ class Registry:
         self.fixes = {fix.name: fix for fix in fixes}
         self.patcher = Patcher()
         self.records = {
-            fix.name: FixRecord(fix.name, State.PENDING, f"{fix.module}.{fix.targets[0]}")
+            fix.name: FixRecord(fix.name, State.PENDING, f"{fix.module}.{fix.patched[0]}")
             for fix in self.fixes.values()
         }
         self._lock = threading.RLock()
@@ -298,9 +326,9 @@ class Registry:
             rec.state, rec.detail = state, detail
             if state is State.APPLIED:
                 logger.info(
-                    "applied %s: wrapped %s (torch %s, torch_npu %s)",
+                    "applied %s: patched %s (torch %s, torch_npu %s)",
                     fix.name,
-                    ", ".join(f"{fix.module}.{t}" for t in fix.targets),
+                    ", ".join(f"{fix.module}.{t}" for t in fix.patched),
                     torch_v or "unknown",
                     npu_v or "unknown",
                 )
@@ -310,7 +338,7 @@ class Registry:
 
     def _targets_still_ours(self, fix: Fix, module: ModuleType) -> bool:
         try:
-            return all(self.patcher.is_wrapped(*resolve_owner(module, t)) for t in fix.targets)
+            return all(self.patcher.is_wrapped(*resolve_owner(module, t)) for t in fix.patched)
         except TargetMissing:
             return False
 

@@ -10,6 +10,12 @@ import textwrap
 from pathlib import Path
 
 import pytest
+import torch
+
+# Without a CUDA GPU, Triton kernels run in its interpreter. Set here, before anything
+# (collection included) imports triton: Triton decides at import and @triton.jit time.
+if not torch.cuda.is_available():
+    os.environ.setdefault("TRITON_INTERPRET", "1")
 
 REPO = Path(__file__).resolve().parent.parent
 WHEEL_DIR = Path(os.environ.get("NPU_FIXES_WHEELS", REPO / ".cache" / "wheels"))

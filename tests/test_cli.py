@@ -9,7 +9,7 @@ import pytest
 
 from tests.conftest import FIXED_UPSTREAM, REPO, run_python, wheel_path
 
-FIX_NAMES = ["rsplit-outer", "dualview-fold", "launch-grid", "boundary-downcast", "rng-capture-gate"]
+BACKEND_FIXES = ["rsplit-outer", "dualview-fold", "launch-grid", "boundary-downcast", "rng-capture-gate"]
 
 
 def cli(*args: str, env: dict[str, str] | None = None):
@@ -30,7 +30,7 @@ def test_audit_fixed_wheels(version):
     code, report = audit_json(wheel_path(version))
     assert code == 0
     assert report["torch_npu"]["version"] == version
-    assert [f["name"] for f in report["fixes"]] == FIX_NAMES
+    assert [f["name"] for f in report["fixes"]] == BACKEND_FIXES  # audit: torch_npu fixes only
     assert all(f["before"] == "fixed-upstream" and f["after"] == "-" for f in report["fixes"]), report
 
 
@@ -60,7 +60,7 @@ def test_audit_prefix_copy_all_five(prefix_copy):
     assert all("; after repair: " in f["detail"] for f in report["fixes"])  # what was wrong, then
 
 
-@pytest.mark.parametrize("defect", FIX_NAMES)
+@pytest.mark.parametrize("defect", BACKEND_FIXES)
 def test_audit_prefix_copy_each_defect_alone(prefix_copy, defect):
     code, report = audit_json(prefix_copy(defect))
     assert code == 0
@@ -122,8 +122,9 @@ def test_status_without_torch_npu():
     proc = cli("status", "--json")
     assert proc.returncode == 0, proc.stderr
     data = json.loads(proc.stdout)
-    assert [f["name"] for f in data["fixes"]] == FIX_NAMES
+    assert [f["name"] for f in data["fixes"]] == [*BACKEND_FIXES, "te-parallel-ce"]
     assert any("torch_npu: not installed" in line for line in data["imports"])
+    assert any("transformer_engine.pytorch: not installed" in line for line in data["imports"])
     assert {f["state"] for f in data["fixes"]} == {"absent"}
 
 

@@ -82,6 +82,42 @@ def test_patcher_restores_inherited_attribute_by_deleting(make_module):
     assert "make" not in vars(mod.Sub) and mod.Sub().make(3) == 6
 
 
+def test_patcher_add_is_deleted_by_restore(make_module):
+    mod = importlib.import_module(make_module("pt_add", TARGET_SOURCE))
+    original = mod.decide
+    value, table = object(), {"kept": 1}
+    patcher = Patcher()
+    patcher.add(mod, "extra", value)
+    patcher.add(mod, "extra", value)  # adding twice adds once
+    patcher.set_item(table, "new", value)
+    assert mod.extra is value and patcher.is_wrapped(mod, "extra") and table["new"] is value
+    assert len(patcher) == 2
+    with pytest.raises(ValueError, match="already has 'decide'"):
+        patcher.add(mod, "decide", value)
+    assert mod.decide is original
+    assert patcher.restore() == 2
+    assert not hasattr(mod, "extra") and table == {"kept": 1}
+
+
+def test_fix_that_adds_a_missing_attribute(make_module):
+    mod = importlib.import_module(make_module("adds_attr", TARGET_SOURCE))
+
+    def probe(module):
+        return Probe(not hasattr(module, "extra"), "extra missing")
+
+    reg = Registry([make_fix(mod.__name__, targets=(), provides=("extra",), probe=probe,
+                             install=lambda module, patcher: patcher.add(module, "extra", 42))])
+    assert reg.status()[0].target == f"{mod.__name__}.extra"
+    reg.arm()
+    reg.apply()
+    assert reg.status()[0].state is State.APPLIED and mod.extra == 42 and len(reg.patcher) == 1
+    assert reg.undo() == 1
+    assert not hasattr(mod, "extra") and reg.status()[0].state is State.UNDONE
+    mod.extra = "their own"
+    reg.apply()
+    assert reg.status()[0].state is State.NOT_NEEDED and mod.extra == "their own"
+
+
 def test_hook_applies_when_module_imports_later(make_module):
     name = make_module("late_target", TARGET_SOURCE)
     reg = Registry([make_fix(name)])

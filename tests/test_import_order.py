@@ -15,11 +15,11 @@ from npu_fixes.core import resolve_owner
 from npu_fixes.fixes import all_fixes
 root = str(loaded.root)
 pristine = {}
-for fix in all_fixes():
+for fix in (f for f in all_fixes() if f.module.startswith("torch_npu.")):
     obj = inspect.getattr_static(*resolve_owner(sys.modules[fix.module], fix.targets[0]))
     pristine[fix.name] = (not isinstance(obj, wrapt.FunctionWrapper)
                           and obj.__code__.co_filename.startswith(root))
-print(json.dumps({"states": {r.name: r.state.value for r in npu_fixes.status()},
+print(json.dumps({"states": {r.name: r.state.value for r in npu_fixes.status() if r.name in pristine},
                   "pristine": pristine, "same_objects": same_objects}))
 """
 
@@ -36,7 +36,8 @@ import inspect
 from npu_fixes.core import resolve_owner
 from npu_fixes.fixes import all_fixes
 def snapshot():
-    return [inspect.getattr_static(*resolve_owner(sys.modules[f.module], f.targets[0])) for f in all_fixes()]
+    return [inspect.getattr_static(*resolve_owner(sys.modules[f.module], f.targets[0])) for f in all_fixes()
+            if f.module.startswith("torch_npu.")]
 """
 
 ORDERS = {

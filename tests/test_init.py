@@ -37,5 +37,5 @@ def test_public_api():
     import npu_fixes
 
     assert npu_fixes.FIXES == ("rsplit-outer", "dualview-fold", "launch-grid", "boundary-downcast",
-                               "rng-capture-gate")
+                               "rng-capture-gate", "te-parallel-ce")
     assert callable(npu_fixes.status) and callable(npu_fixes.apply) and callable(npu_fixes.undo)

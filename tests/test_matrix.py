@@ -46,7 +46,7 @@ for fix in all_fixes():
 before = dict(objs)
 npu_fixes.apply()
 print(json.dumps({"version": loaded.version,
-                  "states": sorted({r.state.value for r in npu_fixes.status()}),
+                  "states": sorted({r.state.value for r in npu_fixes.status() if r.name != "te-parallel-ce"}),
                   "identical": all(before[k] is objs[k] for k in objs),
                   "wrapped": len(npu_fixes.registry().patcher)}))
 """))
@@ -65,4 +65,4 @@ def test_status_reports_the_install():
         assert any("torch_npu: not installed" in line for line in data["imports"])
     else:  # no CANN here: the real import fails and is reported, never a traceback
         assert any(line.startswith("torch_npu: import failed") for line in data["imports"]), data
-    assert {f["state"] for f in data["fixes"]} == {"absent"}
+    assert {f["state"] for f in data["fixes"]} == {"absent"}  # transformer_engine: not installed

@@ -98,8 +98,8 @@ class _Shard:
     largest: int  # largest slice in the group: every rank derives its split count from it
 
 
-# Slice sizes of every rank, per (group, local slice size): exchanged once, on first use.
-_SLICE_SIZES: dict[tuple[Any, int], tuple[int, ...]] = {}
+# Slice sizes of every rank of a group, exchanged at the group's first call.
+_SLICE_SIZES: dict[Any, tuple[int, ...]] = {}
 
 
 def _all_gather(out: Tensor, inp: Tensor, group: Any) -> None:
@@ -113,8 +113,9 @@ def _all_gather(out: Tensor, inp: Tensor, group: Any) -> None:
 def _shard(group: Any, local_vocab: int, device: torch.device) -> _Shard | None:
     """The vocabulary slice this rank holds in ``group``; ``None`` for no group or one rank.
 
-    The slice sizes are all-gathered (one host sync) the first time a group is used with a
-    given local size, then cached: a group's slices must keep their sizes from then on.
+    The slice sizes are all-gathered (one host sync) at the group's first call and kept: a
+    later call with another local size raises ``ValueError`` (every rank must know of a
+    change, which would cost an exchange per call).
     """
     if group is None:
         return None
@@ -123,12 +124,18 @@ def _shard(group: Any, local_vocab: int, device: torch.device) -> _Shard | None:
     world = dist.get_world_size(group)
     if world == 1:
         return None
-    sizes = _SLICE_SIZES.get((group, local_vocab))
+    sizes = _SLICE_SIZES.get(group)
     if sizes is None:
         every = torch.empty(world, dtype=torch.int64, device=device)
         _all_gather(every, torch.tensor([local_vocab], dtype=torch.int64, device=device), group)
-        sizes = _SLICE_SIZES.setdefault((group, local_vocab), tuple(every.tolist()))
+        sizes = _SLICE_SIZES.setdefault(group, tuple(every.tolist()))
     rank = dist.get_rank(group)
+    if sizes[rank] != local_vocab:
+        raise ValueError(
+            f"parallel_cross_entropy: this rank's vocabulary slice has {local_vocab} entries, but "
+            f"{sizes[rank]} at this group's first call (slices {list(sizes)}); a group's slice "
+            "sizes are fixed: use another process group for another split"
+        )
     return _Shard(group, world, sum(sizes[:rank]), sum(sizes), max(sizes))
 
 
@@ -660,9 +667,9 @@ def parallel_cross_entropy(
             of the vocabulary as ``inp`` (slices may differ in size; rank order = slice
             order) and the same global ``target``. Every rank gets the loss of the whole
             vocabulary and the gradient of its slice. Per call: one all-gather of 16 bytes
-            per token and chunk; the first call per group and slice size also all-gathers
-            the slice sizes (one host sync), later calls none. ``None`` or a one-rank
-            group: single device.
+            per token (and chunk, when rows are few); a group's first call also all-gathers
+            the slice sizes (one host sync), which then stay fixed for that group. ``None``
+            or a one-rank group: single device.
         ignore_idx: target value to skip.
         is_cg_capturable: accepted for Transformer Engine compatibility. Every call is CUDA
             graph capturable: nothing syncs with the host (the optional

@@ -15,21 +15,22 @@ import inspect, json
 import npu_fixes
 from npu_fixes.core import resolve_owner
 from npu_fixes.fixes import all_fixes
+backend = [f for f in all_fixes() if f.module.startswith("torch_npu.")]
 before = {}
-for fix in all_fixes():
+for fix in backend:
     try:
         before[fix.name] = inspect.getattr_static(*resolve_owner(sys.modules[fix.module], fix.targets[0]))
     except Exception:
         before[fix.name] = None
 npu_fixes.apply()
 same = {}
-for fix in all_fixes():
+for fix in backend:
     try:
         now = inspect.getattr_static(*resolve_owner(sys.modules[fix.module], fix.targets[0]))
     except Exception:
         now = None
     same[fix.name] = now is before[fix.name]
-print(json.dumps({"states": {r.name: [r.state.value, r.detail] for r in npu_fixes.status()},
+print(json.dumps({"states": {r.name: [r.state.value, r.detail] for r in npu_fixes.status() if r.name in same},
                   "same": same}))
 """
 
