@@ -6,7 +6,7 @@
 #   ce        ce_bench.log, ce_summary.csv  cross entropy benchmark without the shape sweep
 #   accuracy  acc_default.json, acc_reduce-overhead.json  npu-fixes accuracy, all models, 10 iterations
 #   runtime   runtime_defects.txt, gpu_tests.log  scalar race, downcast, capture gate; gpu tests
-#   longrun   longrun_tp1.txt (+ longrun_tp2.txt with 2 GPUs)  2000-step training, ours vs PyTorch CE
+#   longrun   longrun_tp1.txt/.png (+ _tp2 with 2 GPUs)  2000-step training, ours vs PyTorch CE
 #   parallel  parallel_gpu.log  the 2-GPU NCCL test of the vocabulary-parallel cross entropy
 # machine.txt is always written. Liger-Kernel is used when importable (e.g. wheels in .whl/).
 set -u
@@ -68,6 +68,7 @@ stage_longrun() {
   cp /tmp/longrun-tp1/*.png "$OUT/longrun_tp1.png" 2>/dev/null
   if [ "$(nvidia-smi -L | wc -l)" -ge 2 ]; then
     python3 examples/ce_long_run.py --steps 2000 --tp 2 --out /tmp/longrun-tp2 > "$OUT/longrun_tp2.txt" 2>&1
+    cp /tmp/longrun-tp2/*.png "$OUT/longrun_tp2.png" 2>/dev/null
   fi
 }
 
