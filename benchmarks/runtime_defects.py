@@ -84,6 +84,18 @@ def summed_loss_kernel(in_out_ptr0, in_ptr0, R0_NUMEL: tl.constexpr, R0_BLOCK: t
     tl.store(in_out_ptr0, tmp0 + tl.sum(acc, 0))
 
 
+@triton.jit
+def occupy_kernel(sink_ptr, SPIN: tl.constexpr):
+    """Background work for a busy device: programs of 1024 threads that spin for different
+    lengths, so the slots they free (where another kernel's programs start) free one by
+    one, not all at once."""
+    pid = tl.program_id(0)
+    acc = pid.to(tl.float32)
+    for _ in range(SPIN + (pid * 37 % 64) * (SPIN // 16)):
+        acc = acc * 0.999 + 1.0
+    tl.store(sink_ptr + pid, acc)
+
+
 def fixed_rule_programs(cores: int = OLD_RULE_PROGRAMS) -> int:
     """Programs that launch-grid's rule gives the final-loss kernel (Grid1D, 0 x nodes,
     ``xnumel=1``, ``XBLOCK=1``, not a reduction) on ``cores`` vector cores."""
@@ -103,10 +115,13 @@ class RaceResult:
         return self.wrong / self.launches
 
 
-def scalar_race(programs: int, launches: int, device: str, kernel: str = "qa") -> RaceResult:
+def scalar_race(programs: int, launches: int, device: str, kernel: str = "qa",
+                busy: bool = False) -> RaceResult:
     """Launch ``kernel`` ("qa": the QA final loss, "sum": a reduction added in place)
     ``launches`` times from a fresh scalar, counting on the device the results that
-    differ from one program's; one sync at the end."""
+    differ from one program's; one sync at the end. With ``busy`` (CUDA), background work
+    on another stream fills every SM first, as other kernels do in a training step, so the
+    programs start one by one as slots free up instead of all at the same instant."""
     if kernel == "qa":
         data = torch.full((1,), END_LOSS, device=device)
         start, correct = START_LOSS, (START_LOSS + END_LOSS) / 2
@@ -116,7 +131,13 @@ def scalar_race(programs: int, launches: int, device: str, kernel: str = "qa") -
     scalar = torch.empty(1, device=device)
     wrong = torch.zeros(1, dtype=torch.int64, device=device)
     extreme = torch.full((1,), correct, device=device)
+    side = torch.cuda.Stream() if busy else None
+    fill_programs = 2 * torch.cuda.get_device_properties(device).multi_processor_count if busy else 0
+    sink = torch.empty(fill_programs, device=device)
     for _ in range(launches):
+        if side is not None:
+            with torch.cuda.stream(side):
+                occupy_kernel[(fill_programs,)](sink, SPIN=2048, num_warps=32)
         scalar.fill_(start)
         if kernel == "qa":
             qa_final_loss_kernel[(programs,)](scalar, data)
@@ -136,13 +157,16 @@ def race_rows(launches: int, device: str) -> list[Row]:
     """The QA final-loss kernel is checked; the summing variant (a long reduction before
     the read-modify-write) is shown for comparison."""
     rows = []
-    for kernel, label in (("qa", "QA final loss"), ("sum", "summed loss (informative)")):
-        old = scalar_race(OLD_RULE_PROGRAMS, launches, device, kernel)
-        new = scalar_race(fixed_rule_programs(), launches, device, kernel)
+    cases = (("qa", False, "QA final loss, idle GPU (informative)"),
+             ("qa", True, "QA final loss, busy GPU"),
+             ("sum", False, "summed loss, idle GPU (informative)"))
+    for kernel, busy, label in cases:
+        old = scalar_race(OLD_RULE_PROGRAMS, launches, device, kernel, busy)
+        new = scalar_race(fixed_rule_programs(), launches, device, kernel, busy)
         rows += [
             Row(f"{label}, old rule: grid {old.programs}", f"{old.wrong}/{old.launches} wrong "
                 f"(rate {old.rate:.4f}), worst: {old.worst:g} programs' updates stacked",
-                old.wrong > 0 if kernel == "qa" else None),
+                old.wrong > 0 if busy else None),
             Row(f"{label}, launch-grid rule: grid {new.programs}", f"{new.wrong}/{new.launches} wrong "
                 f"(rate {new.rate:.4f})", new.programs == 1 and new.wrong == 0),
         ]
