@@ -146,6 +146,8 @@ def scalar_race(programs: int, launches: int, device: str, kernel: str = "qa",
             summed_loss_kernel[(programs,)](scalar, data, R0_NUMEL=R0_NUMEL, R0_BLOCK=R0_BLOCK)
             torch.maximum(extreme, scalar, out=extreme)
         wrong += scalar != correct
+    if side is not None:
+        side.synchronize()  # no background work left over for the next measurement
     value = extreme.item()
     # qa: k programs in a row leave END + (START - END) / 2**k; sum: k programs leave k * R0_NUMEL
     worst = (math.log2((START_LOSS - END_LOSS) / (value - END_LOSS)) if value > END_LOSS else float("inf")) \
@@ -158,8 +160,8 @@ def race_rows(launches: int, device: str) -> list[Row]:
     the read-modify-write) is shown for comparison."""
     rows = []
     cases = (("qa", False, "QA final loss, idle GPU (informative)"),
-             ("qa", True, "QA final loss, busy GPU"),
-             ("sum", False, "summed loss, idle GPU (informative)"))
+             ("sum", False, "summed loss, idle GPU (informative)"),
+             ("qa", True, "QA final loss, busy GPU"))
     for kernel, busy, label in cases:
         old = scalar_race(OLD_RULE_PROGRAMS, launches, device, kernel, busy)
         new = scalar_race(fixed_rule_programs(), launches, device, kernel, busy)
