@@ -176,8 +176,9 @@ class Patcher:
         import wrapt
 
         key = (id(owner), attr)
-        if key in self._patches:
+        if self.is_wrapped(owner, attr):
             return self._patches[key].replacement
+        self._patches.pop(key, None)  # replaced behind our back (a reload): wrap the new object
         had_own = attr in vars(owner)
         original = inspect.getattr_static(owner, attr)
         wrapped = wrapt.FunctionWrapper(original, wrapper)
@@ -221,11 +222,8 @@ class Patcher:
 
     def restore(self) -> int:
         """Put every original back, newest patch first; return how many were restored."""
-        count = 0
-        while self._patches:
-            _, patch = self._patches.popitem()
-            patch.restore()
-            count += 1
+        count = len(self._patches)
+        self.rollback(0)
         return count
 
     def rollback(self, mark: int) -> None:

@@ -307,3 +307,19 @@ def test_concurrent_imports_apply_once(make_module):
     assert not errors
     assert len(calls) == 1 and len(reg.patcher) == 1
     assert sys.modules[name].decide(50) is False
+
+
+def test_reload_replacing_a_wrapped_function_is_wrapped_again(make_module):
+    import importlib as il
+
+    mod = il.import_module(make_module("reloaded_target", TARGET_SOURCE))
+    reg = Registry([make_fix(mod.__name__)])
+    reg.arm()
+    first = mod.decide
+    il.reload(mod)  # a backend reload: new function objects in the same module
+    fresh = mod.decide
+    assert fresh is not first and not hasattr(fresh, "__wrapped__")
+    reg.apply()
+    assert mod.decide is not fresh and mod.decide.__wrapped__ is fresh and mod.decide(50) is False
+    reg.undo()
+    assert mod.decide is fresh
