@@ -106,8 +106,7 @@ def _all_gather(out: Tensor, inp: Tensor, group: Any) -> None:
     """Gather equal-sized ``inp`` of every rank into ``out`` along the first axis."""
     import torch.distributed as dist
 
-    gather = getattr(dist, "all_gather_single", None) or dist.all_gather_into_tensor
-    gather(out, inp, group=group)
+    dist.all_gather_into_tensor(out, inp, group=group)
 
 
 def _shard(group: Any, local_vocab: int, device: torch.device) -> _Shard | None:
