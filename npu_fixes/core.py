@@ -263,7 +263,6 @@ class Registry:
         self._lock = threading.RLock()
         self._armed = False
         self._hooks_registered: set[str] = set()
-        self._owned: dict[str, list[tuple[Any, str]]] = {name: [] for name in self.fixes}
         self._warned_env = False
 
     # -- environment -----------------------------------------------------------------
@@ -376,14 +375,9 @@ class Registry:
 
     # -- public operations ----------------------------------------------------------------
     def apply(self) -> list[FixRecord]:
-        """(Re-)arm the hooks and evaluate every fix whose module is already imported."""
+        """(Re-)arm the hooks; :meth:`arm` evaluates every fix whose module is already imported."""
         with self._lock:
             self.arm()
-            if self._armed:
-                for fix in self.fixes.values():
-                    module = sys.modules.get(fix.module)
-                    if module is not None:
-                        self.evaluate(fix, module)
             return self.status()
 
     def undo(self) -> int:
