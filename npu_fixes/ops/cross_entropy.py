@@ -244,11 +244,11 @@ def _torch_finalize(
 def _torch_forward(
     inp: Tensor, target: Tensor, eps: float, ignore_idx: int, shard: _Shard | None
 ) -> tuple[Tensor, Tensor]:
-    if shard is None:
-        part = _torch_partials(inp, target, eps, ignore_idx, 0)
-        return _torch_finalize(part, target, inp.shape[-1], eps, ignore_idx)
-    part = _gather_partials(_torch_partials(inp, target, eps, ignore_idx, shard.offset), shard)
-    return _torch_finalize(part, target, shard.total, eps, ignore_idx)
+    offset, total = (0, inp.shape[-1]) if shard is None else (shard.offset, shard.total)
+    part = _torch_partials(inp, target, eps, ignore_idx, offset)
+    if shard is not None:
+        part = _gather_partials(part, shard)
+    return _torch_finalize(part, target, total, eps, ignore_idx)
 
 
 def _torch_backward(
