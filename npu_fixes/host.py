@@ -10,6 +10,7 @@ with ``torch.library``. The backend's own modules are then imported for real.
 
 from __future__ import annotations
 
+import atexit
 import dataclasses
 import importlib
 import importlib.util
@@ -169,12 +170,16 @@ def load(location: str | os.PathLike[str], workdir: str | os.PathLike[str] | Non
 
     ``location`` is an installed ``torch_npu`` directory, a directory containing
     ``torch_npu/`` (site-packages or a source tree) or a ``.whl`` file. Wheels are
-    extracted into ``workdir`` (a temporary directory by default). The modules are
+    extracted into ``workdir`` (by default a temporary directory, removed at exit). The modules are
     registered in ``sys.modules`` under their real names, so post-import hooks fire.
     """
     source = Path(location)
     if source.is_file() and source.suffix == ".whl":
-        dest = Path(workdir) if workdir else Path(tempfile.mkdtemp(prefix="npu_fixes_wheel_"))
+        if workdir:
+            dest = Path(workdir)
+        else:  # our own temporary directory: removed when the interpreter exits
+            dest = Path(tempfile.mkdtemp(prefix="npu_fixes_wheel_"))
+            atexit.register(shutil.rmtree, dest, ignore_errors=True)
         root = extract_wheel(source, dest)
     elif source.is_file():
         raise NotTorchNpu(f"{source}: a file that is not a .whl")
@@ -211,10 +216,3 @@ def load(location: str | os.PathLike[str], workdir: str | os.PathLike[str] | Non
         except Exception as exc:  # noqa: BLE001 - reported per module
             load_result.errors[short] = f"{type(exc).__name__}: {exc}"
     return load_result
-
-
-def cleanup(result: HostLoad) -> None:
-    """Unload and remove a wheel extraction made by :func:`load`."""
-    unload()
-    if result.source.suffix == ".whl" and result.root.name.startswith("npu_fixes_wheel_"):
-        shutil.rmtree(result.root, ignore_errors=True)
