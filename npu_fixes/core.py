@@ -83,16 +83,13 @@ class Fix:
         """Dotted names (in ``module``) of what the fix replaces or adds."""
         return self.targets + self.provides
 
-    def locate(self, module: ModuleType) -> dict[str, Any]:
-        """Resolve every target in ``module``; raise TargetMissing or TypeError (signature)."""
-        found = {}
+    def locate(self, module: ModuleType) -> None:
+        """Check every target in ``module``; raise TargetMissing or TypeError (signature)."""
         for dotted in self.targets:
             owner, attr = resolve_owner(module, dotted)
-            found[dotted] = inspect.getattr_static(owner, attr)
             expected = self.signatures.get(dotted)
             if expected is not None:
                 check_signature(dotted, getattr(owner, attr), expected)
-        return found
 
 
 def resolve_owner(module: ModuleType, dotted: str) -> tuple[Any, str]:
