@@ -6,7 +6,8 @@
 #   ce        ce_bench.log, ce_summary.csv  cross entropy benchmark without the shape sweep
 #   accuracy  acc_default.json, acc_reduce-overhead.json  npu-fixes accuracy, all models, 10 iterations
 #   runtime   runtime_defects.txt, gpu_tests.log  scalar race, downcast, capture gate; gpu tests
-#   longrun   longrun_tp1.txt/.png (+ _tp2 with 2 GPUs)  2000-step training, ours vs PyTorch CE
+#   longrun   longrun.tar.gz  2000-step trainings, ours vs PyTorch CE (tp=2 with 2 GPUs),
+#             rounding-only control pairs, host overhead of one call (ce_host_overhead.py)
 #   parallel  parallel_gpu.log  the 2-GPU NCCL test of the vocabulary-parallel cross entropy
 # machine.txt is always written. Liger-Kernel is used when importable (e.g. wheels in .whl/).
 set -u
@@ -63,13 +64,28 @@ stage_runtime() {
   python3 -m pytest -q -rA -m gpu tests/gpu 2>&1 | grep -v "^DEBUG" >> "$OUT/gpu_tests.log"
 }
 
-stage_longrun() {
-  python3 examples/ce_long_run.py --steps 2000 --tp 1 --out /tmp/longrun-tp1 > "$OUT/longrun_tp1.txt" 2>&1
-  cp /tmp/longrun-tp1/*.png "$OUT/longrun_tp1.png" 2>/dev/null
-  if [ "$(nvidia-smi -L | wc -l)" -ge 2 ]; then
-    python3 examples/ce_long_run.py --steps 2000 --tp 2 --out /tmp/longrun-tp2 > "$OUT/longrun_tp2.txt" 2>&1
-    cp /tmp/longrun-tp2/*.png "$OUT/longrun_tp2.png" 2>/dev/null
+longrun() {  # longrun STEM [ARGS...]: one 2000-step pair, outputs into /tmp/longrun
+  local stem=$1; shift
+  python3 examples/ce_long_run.py --steps 2000 --out /tmp/longrun --stem "$stem" "$@" \
+    >> /tmp/longrun/stdout.txt 2>> /tmp/longrun/stderr.txt
+}
+
+stage_longrun() {  # timed pairs alone; the two rounding controls side by side (1 GPU each)
+  local gpus
+  gpus=$(nvidia-smi -L | wc -l)
+  rm -rf /tmp/longrun && mkdir -p /tmp/longrun
+  longrun ce_long_run_tp1_b64
+  longrun ce_long_run_tp1_b64_bf16loss --loss-autocast off
+  longrun ce_long_run_tp1_b16 --batch 16
+  CUDA_VISIBLE_DEVICES=0 longrun control_sumscaled_b64 --pair sumscaled-torch &
+  CUDA_VISIBLE_DEVICES=$((gpus - 1)) longrun control_sumscaled_b64_nowarmup --pair sumscaled-torch --warmup 0 &
+  wait
+  if [ "$gpus" -ge 2 ]; then
+    longrun ce_long_run_tp2_b64 --tp 2
+    longrun ce_long_run_tp2_b16 --tp 2 --batch 16
   fi
+  python3 benchmarks/ce_host_overhead.py > /tmp/longrun/ce_host_overhead.txt 2>&1
+  tar -C /tmp -czf "$OUT/longrun.tar.gz" longrun
 }
 
 stage_parallel() {

@@ -4,8 +4,13 @@ Both runs start from the same weights and see the same batches (sequences of a f
 Markov chain: every token has a few likely successors, so the loss falls from ln(V) towards
 the chain's entropy). They advance in lockstep, one step each, so clocks and thermals are
 shared. Reported: the loss curves' MAPE (ours vs PyTorch, target <= 0.5%) and the mean step
-time of each (warm-up steps excluded; ours should not be slower; they take turns going
-first within a step).
+time of each (the first 50 steps excluded; ours should not be slower; they take turns going
+first within a step). AdamW with a linear learning-rate warm-up (``--warmup``).
+
+The default batch (64 x 256 tokens) keeps the GPU busy for most of a step. With ``--batch
+16`` the GPU idles most of the step: the host's time decides it (Python and launch costs per
+operation), and a cross entropy made of Python and Triton launches costs more host time
+than PyTorch's C++ one. ``--pair`` runs controls (two PyTorch runs) instead.
 
 ``--tp 2`` splits the LM head over 2 ranks by vocabulary (each rank computes the logits of
 its slice; the transformer body is replicated and the hidden states' gradient all-reduced):
@@ -13,9 +18,14 @@ ours gets the slice and the process group; PyTorch's gets the full logits, all-g
 (``F.cross_entropy`` needs the whole vocabulary). The ranks come from ``torchrun`` or, when
 started plainly, from ``torch.multiprocessing`` inside this script (NCCL on GPUs, gloo on CPU).
 
-On CUDA the model runs under bf16 autocast (logits in bf16: ours reads them as they are;
-PyTorch's cross entropy upcasts them to fp32, as autocast prescribes). On an H200 the
-2000-step default takes well under 2 minutes. CPU smoke test::
+On CUDA the model runs under bf16 autocast, logits in bf16. By default the loss is computed
+inside the autocast region too, as nanoGPT and the Hugging Face Trainer do: PyTorch's cross
+entropy then upcasts the logits to fp32 (autocast's rule for it), ours reads them as they
+are. ``--loss-autocast off`` computes both losses outside it (PyTorch's then runs in bf16).
+A step's time is its wall time with the device synced before and after it. ``--profile N``
+adds N profiled steps per run after training and writes the kernel and host-op tables. On an
+H200 the 2000-step default takes well under 2 minutes.
+CPU smoke test::
 
     python examples/ce_long_run.py --device cpu --steps 5 --vocab 512 --d-model 32 --seq 16
 """
@@ -53,12 +63,23 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     p.add_argument("--layers", type=int, default=4)
     p.add_argument("--heads", type=int, default=4)
     p.add_argument("--seq", type=int, default=256)
-    p.add_argument("--batch", type=int, default=16)
+    p.add_argument("--batch", type=int, default=64)
     p.add_argument("--lr", type=float, default=1e-3)
+    p.add_argument("--warmup", type=int, default=100, help="steps of linear learning-rate warm-up")
     p.add_argument("--label-smoothing", type=float, default=0.0)
     p.add_argument("--successors", type=int, default=4, help="likely successors per token")
     p.add_argument("--seed", type=int, default=0)
+    p.add_argument("--loss-autocast", choices=("on", "off"), default="on",
+                   help="compute the loss inside the autocast region (default on)")
+    p.add_argument("--pair", choices=tuple(PAIRS), default="ours-torch",
+                   help="what the first run uses: ours, or for control runs PyTorch's loss as it is "
+                        "(torch-torch: drift from nondeterministic kernels alone) or as a sum times "
+                        "1/N (sumscaled-torch: the same loss up to the last bit; shows how far "
+                        "rounding alone moves the curve)")
+    p.add_argument("--profile", type=int, default=0, metavar="N",
+                   help="after training, profile N more steps of each run")
     p.add_argument("--out", type=Path, default=Path("ce_long_run_out"))
+    p.add_argument("--stem", default=None, help="output file names' stem (default ce_long_run_tp<TP>)")
     args = p.parse_args(argv)
     if args.precision is None:
         args.precision = "bf16" if args.device.startswith("cuda") else "fp32"
@@ -180,30 +201,69 @@ def torch_loss(logits: Tensor, target: Tensor, eps: float, group: Any) -> Tensor
     return F.cross_entropy(logits.flatten(0, 1), target.flatten(), label_smoothing=eps)
 
 
+def torch_sum_scaled_loss(logits: Tensor, target: Tensor, eps: float, group: Any) -> Tensor:
+    """PyTorch's mean loss computed as a sum times 1/N: equal up to rounding (no ignored tokens)."""
+    if group is not None:
+        logits = _GatherVocab.apply(logits, group)
+    loss = F.cross_entropy(logits.flatten(0, 1), target.flatten(), label_smoothing=eps, reduction="sum")
+    return loss * (1.0 / target.numel())
+
+
+# First run's loss and label per --pair; the second run always uses torch_loss.
+PAIRS = {
+    "ours-torch": (ours_loss, "npu_fixes parallel_cross_entropy"),
+    "torch-torch": (torch_loss, "PyTorch, a second run"),
+    "sumscaled-torch": (torch_sum_scaled_loss, "PyTorch, sum x 1/N"),
+}
+
+
 class StepClock:
-    """Time of each step of one run: CUDA events (no host sync per step) or wall clock."""
+    """Wall time of each step of one run, the device synced before and after, so a step's
+    time is its own (host and device), whichever of them is the bottleneck."""
 
     def __init__(self, device: torch.device) -> None:
-        self.cuda = device.type == "cuda"
-        self.spans: list[Any] = []
+        self.sync = torch.cuda.synchronize if device.type == "cuda" else (lambda: None)
+        self.times: list[float] = []
 
-    def start(self) -> Any:
-        if self.cuda:
-            event = torch.cuda.Event(enable_timing=True)
-            event.record()
-            return event
+    def start(self) -> float:
+        self.sync()
         return time.perf_counter()
 
-    def stop(self, begun: Any) -> None:
-        self.spans.append((begun, self.start()))
+    def stop(self, begun: float) -> None:
+        self.sync()
+        self.times.append(time.perf_counter() - begun)
 
     def mean_ms(self, skip: int) -> float:
-        if self.cuda:
-            torch.cuda.synchronize()
-            times = [a.elapsed_time(b) for a, b in self.spans[skip:]]
-        else:
-            times = [(b - a) * 1e3 for a, b in self.spans[skip:]]
-        return sum(times) / max(len(times), 1)
+        times = self.times[skip:]
+        return sum(times) * 1e3 / max(len(times), 1)
+
+
+class Run:
+    """One of the two trainings: model, optimizer, loss function, clock, loss curve."""
+
+    def __init__(self, base: nn.Module, loss_fn: Any, device: torch.device, args: argparse.Namespace,
+                 group: Any) -> None:
+        self.model = copy.deepcopy(base).to(device)
+        self.opt = torch.optim.AdamW(self.model.parameters(), lr=args.lr, fused=device.type == "cuda")
+        warmup = max(args.warmup, 1)
+        self.schedule = torch.optim.lr_scheduler.LambdaLR(self.opt, lambda s: min(1.0, (s + 1) / warmup))
+        self.loss_fn, self.clock = loss_fn, StepClock(device)
+        self.losses = torch.zeros(args.steps, device=device)
+        self.device, self.args, self.group = device, args, group
+        self.dtype = torch.bfloat16 if args.precision == "bf16" else torch.float32
+
+    def step(self, inp: Tensor, target: Tensor) -> Tensor:
+        amp = self.dtype != torch.float32
+        with torch.autocast(self.device.type, dtype=self.dtype, enabled=amp):
+            logits = self.model(inp, self.group)
+            with torch.autocast(self.device.type, dtype=self.dtype,
+                                enabled=amp and self.args.loss_autocast == "on"):
+                loss = self.loss_fn(logits, target, self.args.label_smoothing, self.group)
+        loss.backward()
+        self.opt.step()
+        self.schedule.step()
+        self.opt.zero_grad(set_to_none=True)
+        return loss.detach()
 
 
 def train(args: argparse.Namespace, device: torch.device, group: Any) -> dict[str, Any]:
@@ -214,27 +274,39 @@ def train(args: argparse.Namespace, device: torch.device, group: Any) -> dict[st
     base = TinyGPT(args.vocab, args.d_model, args.layers, args.heads, args.seq)
     width = args.vocab // tp
     base.keep_vocab_slice(rank * width, (rank + 1) * width)
-    runs = {}
-    for name, loss_fn in (("ours", ours_loss), ("torch", torch_loss)):
-        model = copy.deepcopy(base).to(device)
-        opt = torch.optim.AdamW(model.parameters(), lr=args.lr, fused=device.type == "cuda")
-        runs[name] = (model, opt, loss_fn, StepClock(device), torch.zeros(args.steps, device=device))
-    dtype = torch.bfloat16 if args.precision == "bf16" else torch.float32
+    runs = {name: Run(base, loss_fn, device, args, group)
+            for name, loss_fn in (("ours", PAIRS[args.pair][0]), ("torch", torch_loss))}
     for step in range(args.steps):
         inp, target = data[step, :, :-1], data[step, :, 1:]
         order = list(runs.values())
-        for model, opt, loss_fn, clock, losses in order[:: 1 if step % 2 else -1]:  # take turns going first
-            begun = clock.start()
-            with torch.autocast(device.type, dtype=dtype, enabled=dtype != torch.float32):
-                logits = model(inp, group)
-            loss = loss_fn(logits, target, args.label_smoothing, group)
-            loss.backward()
-            opt.step()
-            opt.zero_grad(set_to_none=True)
-            losses[step] = loss.detach()
-            clock.stop(begun)
+        for run in order[:: 1 if step % 2 else -1]:  # take turns going first
+            begun = run.clock.start()
+            run.losses[step] = run.step(inp, target)
+            run.clock.stop(begun)
     skip = min(50, args.steps // 10)
-    return {name: {"loss": run[4].tolist(), "step_ms": run[3].mean_ms(skip)} for name, run in runs.items()}
+    result = {name: {"loss": run.losses.tolist(), "step_ms": run.clock.mean_ms(skip)}
+              for name, run in runs.items()}
+    if args.profile:
+        result["profile"] = {name: profile(run, data, args.profile) for name, run in runs.items()}
+    return result
+
+
+def profile(run: Run, data: Tensor, steps: int) -> str:
+    """Kernel and host-op tables of ``steps`` more steps of ``run`` (on the last batches)."""
+    from torch.profiler import ProfilerActivity
+    from torch.profiler import profile as torch_profile
+
+    activities = [ProfilerActivity.CPU] + ([ProfilerActivity.CUDA] if run.device.type == "cuda" else [])
+    with torch_profile(activities=activities) as prof:
+        for i in range(steps):
+            batch = data[-1 - i % len(data)]
+            run.step(batch[:, :-1], batch[:, 1:])
+        if run.device.type == "cuda":
+            torch.cuda.synchronize()
+    table = prof.key_averages()
+    cuda = run.device.type == "cuda"
+    by_device = table.table(sort_by="self_device_time_total", row_limit=25) if cuda else ""
+    return f"{by_device}\n{table.table(sort_by='self_cpu_time_total', row_limit=25)}"
 
 
 def report(args: argparse.Namespace, result: dict[str, Any], device: str) -> dict[str, Any]:
@@ -248,15 +320,21 @@ def report(args: argparse.Namespace, result: dict[str, Any], device: str) -> dic
         "first_loss": {"ours": ours[0], "torch": ref[0]},
         "final_loss": {"ours": sum(ours[-tail:]) / tail, "torch": sum(ref[-tail:]) / tail},
         "mape_percent": mape,
+        "pair": args.pair, "batch": args.batch, "warmup": args.warmup, "loss_autocast": args.loss_autocast,
         "step_ms": {"ours": result["ours"]["step_ms"], "torch": result["torch"]["step_ms"]},
     }
-    summary["speed_ratio_ours_over_torch"] = summary["step_ms"]["ours"] / summary["step_ms"]["torch"]
+    ms = {name: result[name]["step_ms"] for name in ("ours", "torch")}
+    summary["speed_ratio_ours_over_torch"] = ms["ours"] / ms["torch"]
     summary["targets_met"] = {
         "mape<=0.5%": mape <= 0.5,
         "ours_not_slower": summary["speed_ratio_ours_over_torch"] <= 1.0,
     }
     args.out.mkdir(parents=True, exist_ok=True)
-    stem = f"ce_long_run_tp{args.tp}"
+    stem = args.stem or f"ce_long_run_tp{args.tp}"
+    if "profile" in result:
+        (args.out / f"{stem}_profile.txt").write_text(
+            "".join(f"# {name}\n{text}\n" for name, text in result["profile"].items())
+        )
     with open(args.out / f"{stem}.csv", "w") as f:
         f.write("step,ours,torch\n")
         f.writelines(f"{i},{a:.6f},{b:.6f}\n" for i, (a, b) in enumerate(zip(ours, ref, strict=True)))
@@ -274,14 +352,15 @@ def report(args: argparse.Namespace, result: dict[str, Any], device: str) -> dic
         summary["png"] = None
     else:
         fig, ax = plt.subplots(figsize=(8, 4.5))
-        ax.plot(ref, label=f"PyTorch cross entropy ({summary['step_ms']['torch']:.2f} ms/step)", lw=1)
-        ax.plot(ours, label=f"npu_fixes parallel_cross_entropy ({summary['step_ms']['ours']:.2f} ms/step)",
-                lw=1, ls="--")
+        ours_label = PAIRS[args.pair][1]
+        ax.plot(ref, label=f"PyTorch cross entropy ({ms['torch']:.2f} ms/step)", lw=1)
+        ax.plot(ours, label=f"{ours_label} ({ms['ours']:.2f} ms/step)", lw=1, ls="--")
         ax.set(xlabel="step", ylabel="loss", title=f"TinyGPT V={args.vocab} tp={args.tp}: MAPE {mape:.3f}%")
         ax.legend()
         fig.tight_layout()
         fig.savefig(args.out / f"{stem}.png", dpi=120)
         summary["png"] = str(args.out / f"{stem}.png")
+    (args.out / f"{stem}.json").write_text(json.dumps(summary) + "\n")
     return summary
 
 

@@ -12,13 +12,13 @@ import pytest
 
 from tests.conftest import REPO
 
-SMALL = ["--device", "cpu", "--steps", "6", "--vocab", "512", "--d-model", "32", "--layers", "2",
+SMALL = ["--device", "cpu", "--steps", "6", "--vocab", "512", "--d-model", "32", "--layers", "2", "--warmup", "3",
          "--heads", "2", "--seq", "16", "--batch", "4", "--label-smoothing", "0.1"]
 
 
-def run_example(out: Path, tp: int) -> tuple[dict, list[list[float]]]:
+def run_example(out: Path, tp: int, *extra: str) -> tuple[dict, list[list[float]]]:
     proc = subprocess.run([sys.executable, str(REPO / "examples" / "ce_long_run.py"), *SMALL,
-                           "--tp", str(tp), "--out", str(out)],
+                           "--tp", str(tp), "--out", str(out), *extra],
                           capture_output=True, text=True, timeout=300, cwd=REPO)
     assert proc.returncode == 0, proc.stderr
     summary = json.loads(proc.stdout.strip().splitlines()[-1])
@@ -46,3 +46,11 @@ def test_vocabulary_parallel_head_trains_like_the_single_device_one(runs: dict) 
     (_, single), (_, split) = runs[1], runs[2]
     for a, b in zip(single, split, strict=True):
         assert a == pytest.approx(b, rel=1e-4)
+
+
+def test_control_pairs_train_two_pytorch_runs(tmp_path: Path) -> None:
+    same, _ = run_example(tmp_path / "same", 1, "--pair", "torch-torch")
+    assert same["pair"] == "torch-torch" and same["mape_percent"] == 0.0  # CPU: deterministic
+    scaled, curves = run_example(tmp_path / "scaled", 1, "--pair", "sumscaled-torch")
+    assert scaled["pair"] == "sumscaled-torch"
+    assert 0.0 <= scaled["mape_percent"] < 1e-3 and len(curves) == 6
