@@ -7,7 +7,7 @@
 #   accuracy  acc_default.json, acc_reduce-overhead.json  npu-fixes accuracy, all models, 10 iterations
 #   runtime   runtime_defects.txt, gpu_tests.log  scalar race, downcast, capture gate; gpu tests
 #   longrun   longrun.tar.gz  2000-step trainings, ours vs PyTorch CE (tp=2 with 2 GPUs),
-#             rounding-only control pairs, host overhead of one call (ce_host_overhead.py)
+#             rounding-only control pairs, host overhead of one call, gradients vs fp64
 #   parallel  parallel_gpu.log  the 2-GPU NCCL test of the vocabulary-parallel cross entropy
 # machine.txt is always written. Liger-Kernel is used when importable (e.g. wheels in .whl/).
 set -u
@@ -85,6 +85,7 @@ stage_longrun() {  # timed pairs alone; the two rounding controls side by side (
     longrun ce_long_run_tp2_b16 --tp 2 --batch 16
   fi
   python3 benchmarks/ce_host_overhead.py > /tmp/longrun/ce_host_overhead.txt 2>&1
+  python3 benchmarks/ce_training_grads.py > /tmp/longrun/ce_training_grads.txt 2>&1
   tar -C /tmp -czf "$OUT/longrun.tar.gz" longrun
 }
 
