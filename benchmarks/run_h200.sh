@@ -7,7 +7,7 @@
 #   accuracy  acc_default.json, acc_reduce-overhead.json  npu-fixes accuracy, all models, 10 iterations
 #   runtime   runtime_defects.txt, gpu_tests.log  scalar race, downcast, capture gate; gpu tests
 #   longrun   longrun.tar.gz  2000-step trainings, ours vs PyTorch CE (tp=2 with 2 GPUs),
-#             rounding-only control pairs, host overhead of one call, gradients vs fp64
+#             a last-bit control pair, host overhead of one call, gradients vs fp64
 #   parallel  parallel_gpu.log  the 2-GPU NCCL test of the vocabulary-parallel cross entropy
 # machine.txt is always written. Liger-Kernel is used when importable (e.g. wheels in .whl/).
 set -u
@@ -77,8 +77,9 @@ stage_longrun() {  # timed pairs alone; the two rounding controls side by side (
   longrun ce_long_run_tp1_b64
   longrun ce_long_run_tp1_b64_bf16loss --loss-autocast off
   longrun ce_long_run_tp1_b16 --batch 16
-  CUDA_VISIBLE_DEVICES=0 longrun control_sumscaled_b64 --pair sumscaled-torch &
-  CUDA_VISIBLE_DEVICES=$((gpus - 1)) longrun control_sumscaled_b64_nowarmup --pair sumscaled-torch --warmup 0 &
+  # without warm-up: ours and a last-bit perturbation of PyTorch's loss, each against PyTorch's
+  CUDA_VISIBLE_DEVICES=0 longrun ce_long_run_tp1_b64_nowarmup --warmup 0 &
+  CUDA_VISIBLE_DEVICES=$((gpus - 1)) longrun control_perturbed_b64_nowarmup --pair perturbed-torch --warmup 0 &
   wait
   if [ "$gpus" -ge 2 ]; then
     longrun ce_long_run_tp2_b64 --tp 2

@@ -73,9 +73,9 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
                    help="compute the loss inside the autocast region (default on)")
     p.add_argument("--pair", choices=tuple(PAIRS), default="ours-torch",
                    help="what the first run uses: ours, or for control runs PyTorch's loss as it is "
-                        "(torch-torch: drift from nondeterministic kernels alone) or as a sum times "
-                        "1/N (sumscaled-torch: the same loss up to the last bit; shows how far "
-                        "rounding alone moves the curve)")
+                        "(torch-torch: drift from nondeterministic kernels alone) or of the fp32 "
+                        "logits times 1 + 2**-23 (perturbed-torch: how far a last-bit change alone "
+                        "moves the curve)")
     p.add_argument("--profile", type=int, default=0, metavar="N",
                    help="after training, profile N more steps of each run")
     p.add_argument("--out", type=Path, default=Path("ce_long_run_out"))
@@ -201,19 +201,19 @@ def torch_loss(logits: Tensor, target: Tensor, eps: float, group: Any) -> Tensor
     return F.cross_entropy(logits.flatten(0, 1), target.flatten(), label_smoothing=eps)
 
 
-def torch_sum_scaled_loss(logits: Tensor, target: Tensor, eps: float, group: Any) -> Tensor:
-    """PyTorch's mean loss computed as a sum times 1/N: equal up to rounding (no ignored tokens)."""
+def torch_perturbed_loss(logits: Tensor, target: Tensor, eps: float, group: Any) -> Tensor:
+    """PyTorch's loss of the fp32 logits times ``1 + 2**-23``: a change in the last bit."""
     if group is not None:
         logits = _GatherVocab.apply(logits, group)
-    loss = F.cross_entropy(logits.flatten(0, 1), target.flatten(), label_smoothing=eps, reduction="sum")
-    return loss * (1.0 / target.numel())
+    logits = logits.float() * (1.0 + 2.0**-23)
+    return F.cross_entropy(logits.flatten(0, 1), target.flatten(), label_smoothing=eps)
 
 
 # First run's loss and label per --pair; the second run always uses torch_loss.
 PAIRS = {
     "ours-torch": (ours_loss, "npu_fixes parallel_cross_entropy"),
     "torch-torch": (torch_loss, "PyTorch, a second run"),
-    "sumscaled-torch": (torch_sum_scaled_loss, "PyTorch, sum x 1/N"),
+    "perturbed-torch": (torch_perturbed_loss, "PyTorch, logits x (1 + 2**-23)"),
 }
 
 

@@ -51,6 +51,6 @@ def test_vocabulary_parallel_head_trains_like_the_single_device_one(runs: dict) 
 def test_control_pairs_train_two_pytorch_runs(tmp_path: Path) -> None:
     same, _ = run_example(tmp_path / "same", 1, "--pair", "torch-torch")
     assert same["pair"] == "torch-torch" and same["mape_percent"] == 0.0  # CPU: deterministic
-    scaled, curves = run_example(tmp_path / "scaled", 1, "--pair", "sumscaled-torch")
-    assert scaled["pair"] == "sumscaled-torch"
-    assert 0.0 <= scaled["mape_percent"] < 1e-3 and len(curves) == 6
+    nudged, curves = run_example(tmp_path / "nudged", 1, "--pair", "perturbed-torch")
+    assert nudged["pair"] == "perturbed-torch"
+    assert nudged["mape_percent"] < 1e-3 and len(curves) == 6  # the change hides in rounding here
