@@ -116,6 +116,31 @@ _spec.loader.exec_module(host)
 """
 
 
+def backend_targets_code() -> str:
+    """Code defining ``backend_targets()`` for a fresh interpreter (``sys`` imported): fix
+    name -> the object that the first target of each torch_npu backend fix names right now
+    (None where it cannot be resolved). It does not import npu_fixes, so a snapshot taken
+    before ``import npu_fixes`` shows the untouched backend."""
+    from npu_fixes.fixes import all_fixes
+
+    targets = {f.name: (f.module, f.targets[0]) for f in all_fixes() if f.module.startswith("torch_npu.")}
+    return f"""
+def backend_targets():
+    import inspect
+    found = {{}}
+    for name, (module, dotted) in {targets!r}.items():
+        owner = sys.modules.get(module)
+        *path, attr = dotted.split(".")
+        try:
+            for part in path:
+                owner = getattr(owner, part)
+            found[name] = inspect.getattr_static(owner, attr)
+        except AttributeError:
+            found[name] = None
+    return found
+"""
+
+
 def host_check(location: Path | str, body: str, env: dict[str, str] | None = None) -> dict:
     """Host-load ``location`` in a fresh interpreter, run ``body`` and return its JSON.
 

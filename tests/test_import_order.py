@@ -6,7 +6,14 @@ from __future__ import annotations
 import pytest
 
 from npu_fixes import _autoload
-from tests.conftest import STANDALONE_HOST, last_json, run_python, wheel_path
+from tests.conftest import (
+    FIXED_UPSTREAM,
+    STANDALONE_HOST,
+    backend_targets_code,
+    last_json,
+    run_python,
+    wheel_path,
+)
 
 REPORT = """
 import inspect, json, wrapt
@@ -31,34 +38,30 @@ with mock.patch.multiple(low, lowerings={}, make_fallback=lambda *a, **k: None,
     low._register_npu_inductor_fallbacks()
 """
 
-SNAPSHOT = """
-import inspect
-from npu_fixes.core import resolve_owner
-from npu_fixes.fixes import all_fixes
-def snapshot():
-    return [inspect.getattr_static(*resolve_owner(sys.modules[f.module], f.targets[0])) for f in all_fixes()
-            if f.module.startswith("torch_npu.")]
+SNAPSHOT = backend_targets_code() + """
+before = backend_targets()
+import npu_fixes
+same_objects = [obj is before[name] for name, obj in backend_targets().items()]
 """
 
 ORDERS = {
     "npu_fixes-first": "import npu_fixes\n{load}\nsame_objects = None\n",
     "torch-first": "import torch\nimport npu_fixes\n{load}\nsame_objects = None\n",
-    "after-load": "{load}\n" + SNAPSHOT + "before = snapshot()\nimport npu_fixes\n"
-                  "same_objects = [a is b for a, b in zip(before, snapshot())]\n",
-    "after-activation": "{load}\n" + ACTIVATE + SNAPSHOT + "before = snapshot()\nimport npu_fixes\n"
-                        "same_objects = [a is b for a, b in zip(before, snapshot())]\n",
+    "after-load": "{load}\n" + SNAPSHOT,
+    "after-activation": "{load}\n" + ACTIVATE + SNAPSHOT,
     "autoload-pth": "import site\nsite.addsitedir({site!r})\nimport torch\n{load}\nsame_objects = None\n",
 }
 
 
 def run_order(order: str, location, tmp_path) -> dict:
-    _autoload.enable(tmp_path)
+    if order == "autoload-pth":
+        _autoload.enable(tmp_path)
     load = f"loaded = host.load({str(location)!r})"
     body = ORDERS[order].replace("{load}", load).replace("{site!r}", repr(str(tmp_path)))
     return last_json(run_python("import sys\n" + STANDALONE_HOST + body + REPORT))
 
 
-@pytest.mark.parametrize("version", ["2.13.0", "2.14.0"])
+@pytest.mark.parametrize("version", FIXED_UPSTREAM)
 def test_fixed_upstream_same_state_every_order(version, tmp_path):
     results = {order: run_order(order, wheel_path(version), tmp_path) for order in ORDERS}
     for order, res in results.items():

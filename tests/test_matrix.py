@@ -7,7 +7,7 @@ from __future__ import annotations
 import json
 import os
 
-from tests.conftest import STANDALONE_HOST, last_json, run_python
+from tests.conftest import STANDALONE_HOST, backend_targets_code, last_json, run_python
 
 ROW = os.environ.get("NPU_FIXES_MATRIX_TORCH_NPU")  # None: torch_npu not installed
 EXPECTED_BEFORE = {None: None, "2.12.0.post3": "absent", "2.13.0": "fixed-upstream", "2.14.0": "fixed-upstream"}
@@ -33,21 +33,16 @@ def test_installed_backend_is_left_identical():
         proc = run_python("import importlib.util; assert importlib.util.find_spec('torch_npu') is None")
         assert proc.returncode == 0
         return
-    res = last_json(run_python("import sys\n" + STANDALONE_HOST + """
-import inspect, json
-import npu_fixes
+    res = last_json(run_python("import sys\n" + STANDALONE_HOST + backend_targets_code() + """
+import json
 loaded = host.load(host.installed_location())
-from npu_fixes.core import resolve_owner
-from npu_fixes.fixes import all_fixes
-objs = {}
-for fix in all_fixes():
-    module = sys.modules.get(fix.module)
-    objs[fix.name] = None if module is None else inspect.getattr_static(*resolve_owner(module, fix.targets[0]))
-before = dict(objs)
+before = backend_targets()  # npu_fixes not imported yet: the install as it is
+import npu_fixes
 npu_fixes.apply()
+after = backend_targets()
 print(json.dumps({"version": loaded.version,
-                  "states": sorted({r.state.value for r in npu_fixes.status() if r.name != "te-parallel-ce"}),
-                  "identical": all(before[k] is objs[k] for k in objs),
+                  "states": sorted({r.state.value for r in npu_fixes.status() if r.name in after}),
+                  "identical": all(after[name] is obj for name, obj in before.items()),
                   "wrapped": len(npu_fixes.registry().patcher)}))
 """))
     assert res["version"] == ROW

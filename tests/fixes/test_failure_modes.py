@@ -6,30 +6,16 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from tests.conftest import STANDALONE_HOST, last_json, run_python
+from tests.conftest import STANDALONE_HOST, backend_targets_code, last_json, run_python
 
 BACKEND = Path("torch_npu/_inductor/triton_experimental")
 
-REPORT = """
-import inspect, json
+REPORT = backend_targets_code() + """
+import json
+before = backend_targets()  # npu_fixes not armed yet: the backend as loaded
 import npu_fixes
-from npu_fixes.core import resolve_owner
-from npu_fixes.fixes import all_fixes
-backend = [f for f in all_fixes() if f.module.startswith("torch_npu.")]
-before = {}
-for fix in backend:
-    try:
-        before[fix.name] = inspect.getattr_static(*resolve_owner(sys.modules[fix.module], fix.targets[0]))
-    except Exception:
-        before[fix.name] = None
 npu_fixes.apply()
-same = {}
-for fix in backend:
-    try:
-        now = inspect.getattr_static(*resolve_owner(sys.modules[fix.module], fix.targets[0]))
-    except Exception:
-        now = None
-    same[fix.name] = now is before[fix.name]
+same = {name: obj is before[name] for name, obj in backend_targets().items()}
 print(json.dumps({"states": {r.name: [r.state.value, r.detail] for r in npu_fixes.status() if r.name in same},
                   "same": same}))
 """
