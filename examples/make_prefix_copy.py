@@ -2,8 +2,8 @@
 """Build a "pre-fix" copy of a torch_npu install, for testing npu_fixes.
 
 The published torch-npu 2.13.0 and 2.14.0 wheels already carry upstream's fixes
-for the five ``triton_experimental`` defects that npu_fixes repairs (see
-``BRIEF.md``).  To prove that a probe detects a defect, and that the patched
+for the five ``triton_experimental`` defects that npu_fixes repairs (see the
+fixes table in README.md).  To prove that a probe detects a defect, and that the patched
 target then behaves like upstream's fix, tests need the broken code too.  This
 script rebuilds it: it copies the Python files of a torch_npu install and
 re-introduces each defect with one small, documented textual edit.
@@ -156,7 +156,7 @@ _RSPLIT_OUTER = Defect(
             ),
         ),
     ],
-    """Defect 1 - codegen/triton.py::_npu_rsplit_outer_applicable(kernel).
+    """rsplit-outer - codegen/triton.py::_npu_rsplit_outer_applicable(kernel).
 
     Deletes the two lines ``if _npu_rsplit_out_binding(kernel) is None: return
     False``.  That helper returns the single live output binding of the kernel
@@ -187,7 +187,7 @@ _DUALVIEW_FOLD = Defect(
             ),
         ),
     ],
-    """Defect 2 - codegen/triton.py::NPUTritonKernel._fold_dualview_reduction_index.
+    """dualview-fold - codegen/triton.py::NPUTritonKernel._fold_dualview_reduction_index.
 
     When the flat alias symbol is not already in the index, the fixed code falls
     back to ``inner.symbol()`` (the range-tree entry's registered symbol, with its
@@ -226,7 +226,7 @@ _LAUNCH_GRID = Defect(
             ),
         ),
     ],
-    """Defect 4 - npu_triton_heuristics.NPUTritonCompileResult.make_launcher.
+    """launch-grid - npu_triton_heuristics.NPUTritonCompileResult.make_launcher.
 
     Removes the module function ``_can_clamp_1d_grid`` (which accepts
     ``npu_num_x_nodes in (0, 1)``) and writes the rule inline in make_launcher
@@ -280,7 +280,7 @@ _BOUNDARY_DOWNCAST = Defect(
             ),
         ),
     ],
-    """Defect 3 - npu_triton_heuristics._wrap_launcher_with_downcast.
+    """boundary-downcast - npu_triton_heuristics._wrap_launcher_with_downcast.
 
     The fixed wrapper gives a pure output (``out_ptr*``) an empty temporary but
     casts in/out and mutated args with ``a.to(dst_dtype)`` so their contents
@@ -305,7 +305,7 @@ _RNG_CAPTURE_GATE = Defect(
             include_end=True,
         ),
     ],
-    """Defect 5 - lowering._register_npu_inductor_fallbacks.
+    """rng-capture-gate - lowering._register_npu_inductor_fallbacks.
 
     Deletes the tail of the function that wraps the lowerings of
     ``aten.bernoulli.default/.out/.p`` and ``aten.bernoulli_.Tensor/.float`` so

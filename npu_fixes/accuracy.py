@@ -19,6 +19,8 @@ import time
 from collections.abc import Callable
 from typing import Any
 
+from .core import one_line
+
 TOLERANCE = 1e-2  # the harness's training tolerance for Hugging Face models
 LEARNING_RATE = 1e-2
 
@@ -94,8 +96,9 @@ def compare(ref: dict[str, Any], res: dict[str, Any], ref64: dict[str, Any]) -> 
     worst, first = 0.0, None
     for name, expected in ref.items():
         actual = res.get(name)
-        if actual is None:
-            return name, float("inf")
+        if actual is None:  # a missing tensor fails, after any earlier failure
+            first, worst = first or name, float("inf")
+            continue
         error = (expected.double() - actual.double()).abs().max().item() if expected.numel() else 0.0
         worst = max(worst, error)
         ok = same(expected, actual, fp64_ref=ref64[name].to(expected.device), tol=TOLERANCE,
@@ -174,11 +177,11 @@ class Progress:
 
 def configure(npu_backend: str | None) -> None:
     """Settings of the harness's float32 training accuracy runs."""
+    if npu_backend:  # before torch is imported: torch_npu reads it when its backend loads
+        os.environ["TORCHINDUCTOR_NPU_BACKEND"] = npu_backend
     import torch
     from torch._inductor import config
 
-    if npu_backend:
-        os.environ["TORCHINDUCTOR_NPU_BACKEND"] = npu_backend
     config.fallback_random = True  # compiled code draws the same random numbers as eager
     torch.backends.cuda.matmul.allow_tf32 = False
     torch.backends.cudnn.allow_tf32 = False
@@ -195,9 +198,7 @@ def run(models: list[str], device: str, iterations: int, seed: int, backend: str
         try:
             result = check_model(name, device, iterations, seed, backend, mode, progress.advance)
         except Exception as exc:  # noqa: BLE001 - one model's crash is that model's failure
-            first_line = (str(exc).splitlines() or [""])[0]
-            error = f"{type(exc).__name__}: {first_line}"
-            result = ModelResult(name, False, 0, float("nan"), 0.0, error=error)
+            result = ModelResult(name, False, 0, float("nan"), 0.0, error=one_line(exc))
         results.append(result)
         progress.done = len(results) * iterations
         progress.draw()

@@ -9,11 +9,10 @@ from __future__ import annotations
 
 import dataclasses
 import os
-from pathlib import Path
 from typing import Any
 
 from . import host
-from .core import Fix, Patcher, TargetMissing
+from .core import Fix, Patcher, TargetMissing, one_line
 from .fixes import all_fixes
 
 NEEDED, FIXED_UPSTREAM, ABSENT, ERROR = "needed", "fixed-upstream", "absent", "error"
@@ -50,11 +49,6 @@ def _short_name(fix: Fix) -> str:
     return fix.module.removeprefix(host.BACKEND + ".")
 
 
-def _one_line(exc: BaseException) -> str:
-    text = f"{type(exc).__name__}: {exc}".splitlines()
-    return text[0] if text else type(exc).__name__
-
-
 def _before(fix: Fix, loaded: host.HostLoad) -> tuple[str, str]:
     short = _short_name(fix)
     if not loaded.has_backend:
@@ -69,11 +63,11 @@ def _before(fix: Fix, loaded: host.HostLoad) -> tuple[str, str]:
     except TargetMissing as exc:
         return ABSENT, str(exc)
     except Exception as exc:  # noqa: BLE001
-        return ERROR, _one_line(exc)
+        return ERROR, one_line(exc)
     try:
         probe = fix.probe(module)
     except Exception as exc:  # noqa: BLE001
-        return ERROR, f"probe raised {_one_line(exc)}"
+        return ERROR, f"probe raised {one_line(exc)}"
     return (NEEDED if probe.defective else FIXED_UPSTREAM), probe.detail
 
 
@@ -84,7 +78,7 @@ def _after(fix: Fix, loaded: host.HostLoad, patcher: Patcher) -> tuple[str, str]
         fix.install(module, patcher)
         probe = fix.probe(module)
     except Exception as exc:  # noqa: BLE001
-        return STILL_BROKEN, f"repair raised {_one_line(exc)}"
+        return STILL_BROKEN, f"repair raised {one_line(exc)}"
     return (STILL_BROKEN if probe.defective else VERIFIED), probe.detail
 
 
@@ -113,4 +107,4 @@ def audit(location: str | os.PathLike[str] | None = None) -> AuditReport:
             after, repaired = _after(fix, loaded, patcher)
             detail = f"{detail}; after repair: {repaired}"
         results.append(FixAudit(fix.name, before, after, detail))
-    return AuditReport(loaded.version, str(Path(location).resolve()), results)
+    return AuditReport(loaded.version, str(loaded.source), results)

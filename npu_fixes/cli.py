@@ -1,4 +1,4 @@
-"""The ``npu-fixes`` command: ``status``, ``audit`` and ``autoload``."""
+"""The ``npu-fixes`` command: ``status``, ``audit``, ``autoload`` and ``accuracy``."""
 
 from __future__ import annotations
 

@@ -134,6 +134,12 @@ class FixRecord:
         return data
 
 
+def one_line(exc: BaseException) -> str:
+    """``Type: message``, cut at the message's first line break."""
+    text = f"{type(exc).__name__}: {exc}".splitlines()
+    return text[0] if text else type(exc).__name__
+
+
 _MISSING = object()  # the original of an added attribute or mapping item
 
 

@@ -70,3 +70,13 @@ def test_bad_arguments_exit_2(args, message):
         f"import sys; sys.argv = ['npu-fixes', 'accuracy', *{args!r}]\n"
         "from npu_fixes.cli import main\nraise SystemExit(main())", check=False)
     assert proc.returncode == 2 and message in proc.stderr
+
+
+def test_compare_keeps_an_earlier_failure_when_a_later_tensor_is_missing():
+    import torch
+
+    from npu_fixes.accuracy import compare
+
+    ref = {"pred.x": torch.ones(4), "grad.w": torch.ones(3)}
+    ref64 = {k: v.double() for k, v in ref.items()}
+    assert compare(ref, {"pred.x": torch.full((4,), 2.0)}, ref64) == ("pred.x", float("inf"))
