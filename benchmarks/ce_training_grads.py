@@ -1,6 +1,8 @@
-"""Gradient of the cross entropy at the start of examples/ce_long_run.py, against fp64.
+"""Gradient of the cross entropy at examples/ce_long_run.py's initial weights, against fp64.
 
-TinyGPT's bf16 logits for the first batch (batch 16 and 64); the loss and the gradient of
+TinyGPT's bf16 logits (the example's defaults, batch 16 and 64) for one batch of the
+example's Markov data, drawn as a one-step run draws it (the long run's own first batch
+is drawn from the same chain, but differently); the loss and the gradient of
 ours, of PyTorch's with the logits upcast to fp32 (autocast's rule) and of PyTorch's in bf16,
 each against PyTorch's in fp64: relative loss error, relative L1 error of the logits'
 gradient, share of gradient elements equal to the fp64 gradient rounded to bf16, relative
@@ -19,7 +21,7 @@ import torch
 import torch.nn.functional as F
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "examples"))
-from ce_long_run import TinyGPT, markov_batches  # noqa: E402
+from ce_long_run import TinyGPT, markov_batches, parse_args  # noqa: E402
 
 from npu_fixes.ops import parallel_cross_entropy  # noqa: E402
 
@@ -32,16 +34,14 @@ LOSSES = {
 
 
 def first_batch(batch: int) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
-    """Hidden states, bf16 logits and targets of the first step (example's defaults)."""
-    data = markov_batches(1, batch, 256, 32000, 4, 0).cuda()
-    torch.manual_seed(0)
-    model = TinyGPT(32000, 256, 4, 4, 256).cuda()
+    """Hidden states, bf16 logits and targets of a one-step run (the example's defaults)."""
+    a = parse_args(["--batch", str(batch)])
+    data = markov_batches(1, a.batch, a.seq, a.vocab, a.successors, a.seed).cuda()
+    torch.manual_seed(a.seed)
+    model = TinyGPT(a.vocab, a.d_model, a.layers, a.heads, a.seq).cuda()
     idx, target = data[0, :, :-1], data[0, :, 1:]
     with torch.no_grad(), torch.autocast("cuda", dtype=torch.bfloat16):
-        x = model.tok(idx) + model.pos[: idx.shape[1]]
-        for block in model.blocks:
-            x = block(x)
-        hidden = model.ln(x)
+        hidden = model.hidden(idx)
         logits = model.head(hidden)
     return hidden, logits, target
 

@@ -70,7 +70,7 @@ longrun() {  # longrun STEM [ARGS...]: one 2000-step pair, outputs into /tmp/lon
     >> /tmp/longrun/stdout.txt 2>> /tmp/longrun/stderr.txt
 }
 
-stage_longrun() {  # timed pairs alone; the two rounding controls side by side (1 GPU each)
+stage_longrun() {  # timed pairs alone; with 2 GPUs the no-warm-up pair beside its control, then tp=2
   local gpus
   gpus=$(nvidia-smi -L | wc -l)
   rm -rf /tmp/longrun && mkdir -p /tmp/longrun
@@ -78,12 +78,15 @@ stage_longrun() {  # timed pairs alone; the two rounding controls side by side (
   longrun ce_long_run_tp1_b64_bf16loss --loss-autocast off
   longrun ce_long_run_tp1_b16 --batch 16
   # without warm-up: ours and a last-bit perturbation of PyTorch's loss, each against PyTorch's
-  CUDA_VISIBLE_DEVICES=0 longrun ce_long_run_tp1_b64_nowarmup --warmup 0 &
-  CUDA_VISIBLE_DEVICES=$((gpus - 1)) longrun control_perturbed_b64_nowarmup --pair perturbed-torch --warmup 0 &
-  wait
   if [ "$gpus" -ge 2 ]; then
+    CUDA_VISIBLE_DEVICES=0 longrun ce_long_run_tp1_b64_nowarmup --warmup 0 &
+    CUDA_VISIBLE_DEVICES=1 longrun control_perturbed_b64_nowarmup --pair perturbed-torch --warmup 0 &
+    wait
     longrun ce_long_run_tp2_b64 --tp 2
     longrun ce_long_run_tp2_b16 --tp 2 --batch 16
+  else
+    longrun ce_long_run_tp1_b64_nowarmup --warmup 0
+    longrun control_perturbed_b64_nowarmup --pair perturbed-torch --warmup 0
   fi
   python3 benchmarks/ce_host_overhead.py > /tmp/longrun/ce_host_overhead.txt 2>&1
   python3 benchmarks/ce_training_grads.py > /tmp/longrun/ce_training_grads.txt 2>&1

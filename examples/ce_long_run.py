@@ -178,11 +178,15 @@ class TinyGPT(nn.Module):
     def keep_vocab_slice(self, lo: int, hi: int) -> None:
         self.head.weight = nn.Parameter(self.head.weight.detach()[lo:hi].clone())
 
-    def forward(self, idx: Tensor, group: Any) -> Tensor:
+    def hidden(self, idx: Tensor) -> Tensor:
+        """The final norm's output: what the LM head reads."""
         x = self.tok(idx) + self.pos[: idx.shape[1]]
         for block in self.blocks:
             x = block(x)
-        x = self.ln(x)
+        return self.ln(x)
+
+    def forward(self, idx: Tensor, group: Any) -> Tensor:
+        x = self.hidden(idx)
         if group is not None:
             x = _GradAllReduce.apply(x, group)
         return self.head(x)
@@ -203,10 +207,7 @@ def torch_loss(logits: Tensor, target: Tensor, eps: float, group: Any) -> Tensor
 
 def torch_perturbed_loss(logits: Tensor, target: Tensor, eps: float, group: Any) -> Tensor:
     """PyTorch's loss of the fp32 logits times ``1 + 2**-23``: a change in the last bit."""
-    if group is not None:
-        logits = _GatherVocab.apply(logits, group)
-    logits = logits.float() * (1.0 + 2.0**-23)
-    return F.cross_entropy(logits.flatten(0, 1), target.flatten(), label_smoothing=eps)
+    return torch_loss(logits.float() * (1.0 + 2.0**-23), target, eps, group)
 
 
 # First run's loss and label per --pair; the second run always uses torch_loss.
@@ -364,13 +365,20 @@ def report(args: argparse.Namespace, result: dict[str, Any], device: str) -> dic
     return summary
 
 
-def run_rank(rank: int, args: argparse.Namespace, port: int) -> None:
-    """One rank of a ``--tp`` group started by this script."""
+def run_rank(rank: int, args: argparse.Namespace, port: int | None = None) -> None:
+    """One rank of a ``--tp`` group: started by this script (rendezvous on ``port``) or by
+    ``torchrun`` (``port`` None: rendezvous from its environment)."""
     cuda = args.device.startswith("cuda")
     if cuda:
         torch.cuda.set_device(rank)
-    dist.init_process_group("nccl" if cuda else "gloo", init_method=f"tcp://127.0.0.1:{port}",
-                            rank=rank, world_size=args.tp)
+    backend = "nccl" if cuda else "gloo"
+    if port is None:
+        dist.init_process_group(backend)
+    else:
+        dist.init_process_group(backend, init_method=f"tcp://127.0.0.1:{port}", rank=rank,
+                                world_size=args.tp)
+    if dist.get_world_size() != args.tp:
+        raise SystemExit(f"--tp {args.tp} but {dist.get_world_size()} ranks were started")
     run(args, torch.device("cuda", rank) if cuda else torch.device(args.device))
 
 
@@ -388,14 +396,7 @@ def main(argv: list[str] | None = None) -> None:
     if args.tp == 1:
         run(args, torch.device(args.device))
     elif "RANK" in os.environ:  # torchrun
-        rank = int(os.environ["LOCAL_RANK"])
-        cuda = args.device.startswith("cuda")
-        if cuda:
-            torch.cuda.set_device(rank)
-        dist.init_process_group("nccl" if cuda else "gloo")
-        if dist.get_world_size() != args.tp:
-            raise SystemExit(f"--tp {args.tp} but torchrun started {dist.get_world_size()} ranks")
-        run(args, torch.device("cuda", rank) if cuda else torch.device(args.device))
+        run_rank(int(os.environ["LOCAL_RANK"]), args)
     else:
         with socket.socket() as s:
             s.bind(("127.0.0.1", 0))
