@@ -115,46 +115,45 @@ def peak_extra_bytes(fn: Callable[[], object]) -> int:
 
 
 def typical(out: Path, reps: int) -> None:
-    f = open(out / "ce_typical.csv", "w", newline="")
-    writer = csv.writer(f)
-    writer.writerow(
-        [
-            "dtype",
-            "B",
-            "SQ",
-            "V",
-            "ours_ms",
-            "torch_ms",
-            "liger_ms",
-            "ours_inplace_ms",
-            "ours_graph_ms",
-            "torch_graph_ms",
-        ]
-    )
-    print(
-        f"{'dtype':5s} {'shape':>16s} {'ours ms':>9s} {'torch ms':>9s} {'ours/pt':>8s} {'liger ms':>9s} "
-        f"{'inplace ms':>10s} {'graph ours/pt':>14s}"
-    )
-    for name, dtype in DTYPES.items():
-        for shape in TYPICAL:
-            x, t = make(*shape, dtype)
-            ours = time_ms(step_ours(x, t), reps)
-            pt = time_ms(step_torch(x, t), reps)
-            inplace = time_ms(step_ours(x.detach().clone().requires_grad_(), t, inplace=True), reps)
-            lg = (
-                time_ms(step_liger(x.detach().clone().requires_grad_(), t), reps)
-                if liger_cross_entropy
-                else float("nan")
-            )
-            g_ours = graph_ms(step_ours(x, t), reps)
-            g_pt = graph_ms(step_torch(x, t), reps)
-            writer.writerow([name, *shape, ours, pt, lg, inplace, g_ours, g_pt])
-            print(
-                f"{name:5s} {str(shape):>16s} {ours:9.4f} {pt:9.4f} {ours / pt:8.3f} {lg:9.4f} "
-                f"{inplace:10.4f} {g_ours:.4f}/{g_pt:.4f}={g_ours / g_pt:.3f}"
-            )
-            del x
-    f.close()
+    with open(out / "ce_typical.csv", "w", newline="") as f:
+        writer = csv.writer(f)
+        writer.writerow(
+            [
+                "dtype",
+                "B",
+                "SQ",
+                "V",
+                "ours_ms",
+                "torch_ms",
+                "liger_ms",
+                "ours_inplace_ms",
+                "ours_graph_ms",
+                "torch_graph_ms",
+            ]
+        )
+        print(
+            f"{'dtype':5s} {'shape':>16s} {'ours ms':>9s} {'torch ms':>9s} {'ours/pt':>8s} {'liger ms':>9s} "
+            f"{'inplace ms':>10s} {'graph ours/pt':>14s}"
+        )
+        for name, dtype in DTYPES.items():
+            for shape in TYPICAL:
+                x, t = make(*shape, dtype)
+                ours = time_ms(step_ours(x, t), reps)
+                pt = time_ms(step_torch(x, t), reps)
+                inplace = time_ms(step_ours(x.detach().clone().requires_grad_(), t, inplace=True), reps)
+                lg = (
+                    time_ms(step_liger(x.detach().clone().requires_grad_(), t), reps)
+                    if liger_cross_entropy
+                    else float("nan")
+                )
+                g_ours = graph_ms(step_ours(x, t), reps)
+                g_pt = graph_ms(step_torch(x, t), reps)
+                writer.writerow([name, *shape, ours, pt, lg, inplace, g_ours, g_pt])
+                print(
+                    f"{name:5s} {str(shape):>16s} {ours:9.4f} {pt:9.4f} {ours / pt:8.3f} {lg:9.4f} "
+                    f"{inplace:10.4f} {g_ours:.4f}/{g_pt:.4f}={g_ours / g_pt:.3f}"
+                )
+                del x
 
 
 def bandwidth_and_memory(writer: csv.writer, hbm: float, reps: int) -> None:

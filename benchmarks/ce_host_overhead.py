@@ -45,7 +45,8 @@ def host_us(fn: Callable[[], object], calls: int = 500) -> float:
 def pieces(x: torch.Tensor, t: torch.Tensor) -> list[tuple[str, float]]:
     """Host time of the parts of one reducing forward+backward of ours."""
     n, v = t.numel(), x.shape[-1]
-    cfg = ce._launch_config(n, v, "cuda", ce._num_cores(x.device))
+    cores = ce._num_cores(x.device)
+    cfg = ce._launch_config(n, v, "cuda", cores)
     loss = torch.empty(n, device="cuda")
     lse = torch.empty(n, device="cuda")
     mean = torch.empty((), device="cuda")
@@ -82,7 +83,7 @@ def pieces(x: torch.Tensor, t: torch.Tensor) -> list[tuple[str, float]]:
         ("backward kernel launch", host_us(bwd)),
         ("5 tensor allocations", host_us(allocs)),
         ("argument checks (_validate)", host_us(lambda: ce._validate(x, t, 0.0))),
-        ("launch config", host_us(lambda: ce._launch_config(n, v, "cuda", 132))),
+        ("launch config", host_us(lambda: ce._launch_config(n, v, "cuda", cores))),
     ]
 
 

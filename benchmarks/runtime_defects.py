@@ -13,7 +13,7 @@ c. rng-capture-gate: ``torch.compile(mode="reduce-overhead")`` of a DeBERTa-like
    stock Inductor's lowering table: is the graph captured, and do losses, dropout masks and
    gradients equal eager bit for bit? The same without the gate, for comparison.
 
-    PYTHONPATH=. python benchmarks/runtime_defects.py --out benchmarks/results/runtime-defects-h200.txt
+    PYTHONPATH=. python benchmarks/runtime_defects.py --out benchmarks/results/h200/runtime_defects.txt
 
 Prints one table per part, after the machine, GPU, torch and triton versions, writes the
 text to ``--out`` and exits 1 if an expectation fails. The checks take a ``device``, so
@@ -33,6 +33,7 @@ import sys
 from collections.abc import Callable, Iterator
 from pathlib import Path
 from types import SimpleNamespace
+from unittest import mock
 
 import torch
 import triton
@@ -306,7 +307,7 @@ def overflow_row(device: str) -> Row:
     """With the check on (read when the launcher is wrapped) 2**31 in in/out must raise."""
     io, in0, cond = _inputs(device, (4, 96), seed=4)
     io[1, 7] = 2**31
-    with _environ(ENV_CHECK, "1"):
+    with mock.patch.dict(os.environ, {ENV_CHECK: "1"}):
         try:
             downcast_call(io, in0, cond)
         except DowncastRangeError as err:
@@ -315,19 +316,6 @@ def overflow_row(device: str) -> Row:
 
 
 DOWNCAST_CHECKS = (in_out_row, pure_output_row, transposed_row, gapped_row, overflow_row)
-
-
-@contextlib.contextmanager
-def _environ(name: str, value: str) -> Iterator[None]:
-    old = os.environ.get(name)
-    os.environ[name] = value
-    try:
-        yield
-    finally:
-        if old is None:
-            del os.environ[name]
-        else:
-            os.environ[name] = old
 
 
 # --- c. capture gate -----------------------------------------------------------------------
@@ -515,8 +503,8 @@ def render(title: str, rows: list[Row]) -> str:
 
 
 def header() -> str:
-    gpu = torch.cuda.get_device_name() if torch.cuda.is_available() else "no CUDA GPU"
-    return (f"machine: {platform.node()} ({platform.machine()}, {os.cpu_count()} cpus), GPU: {gpu}, "
+    return (f"machine: {platform.node()} ({platform.machine()}, {os.cpu_count()} cpus), "
+            f"GPU: {torch.cuda.get_device_name()}, "
             f"Python {platform.python_version()}, torch {torch.__version__} (CUDA {torch.version.cuda}), "
             f"triton {triton.__version__}")
 
