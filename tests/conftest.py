@@ -7,6 +7,7 @@ import os
 import subprocess
 import sys
 import textwrap
+from collections.abc import Sequence
 from pathlib import Path
 
 import pytest
@@ -23,6 +24,16 @@ PINNED = ("2.12.0.post3", "2.13.0", "2.14.0")
 FIXED_UPSTREAM = ("2.13.0", "2.14.0")
 
 
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    """Tests marked ``gpu`` are skipped where no CUDA GPU is present."""
+    if torch.cuda.is_available():
+        return
+    skip = pytest.mark.skip(reason="needs a CUDA GPU")
+    for item in items:
+        if item.get_closest_marker("gpu"):
+            item.add_marker(skip)
+
+
 def wheel_path(version: str) -> Path:
     """The pinned torch_npu wheel; `scripts/test.sh` downloads them."""
     found = sorted(WHEEL_DIR.glob(f"torch_npu-{version}-*.whl"))
@@ -35,22 +46,33 @@ def wheel_path(version: str) -> Path:
 
 
 def run_python(code: str, env: dict[str, str] | None = None, check: bool = True,
-               args: list[str] | None = None) -> subprocess.CompletedProcess[str]:
-    """Run ``code`` in a fresh interpreter with the repo importable."""
+               path: Sequence[Path] = ()) -> subprocess.CompletedProcess[str]:
+    """Run ``code`` in a fresh interpreter with ``path`` (first) and the repo importable."""
     # Switches of this process (NPU_FIXES*, the ops tests' TRITON_INTERPRET) stay here.
     full_env = {k: v for k, v in os.environ.items()
                 if not k.startswith("NPU_FIXES") and k != "TRITON_INTERPRET"}
     full_env["NPU_FIXES_WHEELS"] = str(WHEEL_DIR)
     full_env["TORCH_DEVICE_BACKEND_AUTOLOAD"] = "0"
-    full_env["PYTHONPATH"] = os.pathsep.join(filter(None, [str(REPO), os.environ.get("PYTHONPATH")]))
+    full_env["PYTHONPATH"] = os.pathsep.join(
+        filter(None, [*map(str, path), str(REPO), os.environ.get("PYTHONPATH")]))
     full_env.update(env or {})
     proc = subprocess.run(
-        [sys.executable, *(args or []), "-c", textwrap.dedent(code)],
+        [sys.executable, "-c", textwrap.dedent(code)],
         capture_output=True, text=True, env=full_env, cwd=REPO, timeout=600,
     )
     if check and proc.returncode != 0:
         raise AssertionError(f"subprocess failed ({proc.returncode}):\n{proc.stdout}\n{proc.stderr}")
     return proc
+
+
+def cli(*args: str, env: dict[str, str] | None = None, path: Sequence[Path] = (),
+        prelude: str = "") -> subprocess.CompletedProcess[str]:
+    """Run ``npu-fixes ARGS`` in a fresh interpreter after ``prelude``; its exit status is
+    the caller's to check."""
+    return run_python(
+        f"{prelude}\nimport sys; sys.argv = ['npu-fixes', *{list(args)!r}]\n"
+        "from npu_fixes.cli import main\nraise SystemExit(main())",
+        env=env, check=False, path=path)
 
 
 def last_json(proc: subprocess.CompletedProcess[str]):

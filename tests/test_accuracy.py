@@ -6,15 +6,12 @@ import json
 
 import pytest
 
-from tests.conftest import last_json, run_python
+from tests.conftest import cli, last_json, run_python
 
 
 def test_cli_smoke_two_tiny_models(tmp_path):
-    proc = run_python(
-        "import sys; sys.argv = ['npu-fixes', 'accuracy', '--models', 'BERT_pytorch,BertForMaskedLM',"
-        " '--iterations', '2', '--json']\nfrom npu_fixes.cli import main\nraise SystemExit(main())",
-        env={"TORCHINDUCTOR_CACHE_DIR": str(tmp_path)}, check=False,
-    )
+    proc = cli("accuracy", "--models", "BERT_pytorch,BertForMaskedLM", "--iterations", "2", "--json",
+               env={"TORCHINDUCTOR_CACHE_DIR": str(tmp_path)})
     assert proc.returncode == 0, proc.stdout + proc.stderr
     report = json.loads(proc.stdout)
     assert report["tolerance"] == 1e-2 and report["iterations"] == 2
@@ -66,9 +63,7 @@ def test_compare_reports_first_failing_tensor():
     (["--iterations", "0"], "--iterations must be at least 1"),
 ])
 def test_bad_arguments_exit_2(args, message):
-    proc = run_python(
-        f"import sys; sys.argv = ['npu-fixes', 'accuracy', *{args!r}]\n"
-        "from npu_fixes.cli import main\nraise SystemExit(main())", check=False)
+    proc = cli("accuracy", *args)
     assert proc.returncode == 2 and message in proc.stderr
 
 

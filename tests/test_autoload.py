@@ -81,7 +81,7 @@ def test_example_sitecustomize_arms_without_importing_npu_fixes(tmp_path):
         import torch
         print(json.dumps([before, "npu_fixes" in sys.modules]))
         """,
-        env={"PYTHONPATH": f"{tmp_path}:{REPO}"},
+        path=[tmp_path],
     ))
     assert res == [False, True]
 

@@ -7,17 +7,9 @@ import zipfile
 
 import pytest
 
-from tests.conftest import FIXED_UPSTREAM, REPO, run_python, wheel_path
+from tests.conftest import FIXED_UPSTREAM, cli, run_python, wheel_path
 
 BACKEND_FIXES = ["rsplit-outer", "dualview-fold", "launch-grid", "boundary-downcast", "rng-capture-gate"]
-
-
-def cli(*args: str, env: dict[str, str] | None = None):
-    """Run ``npu-fixes ARGS`` in a fresh interpreter."""
-    return run_python(
-        f"import sys; sys.argv = ['npu-fixes', *{list(args)!r}]\n"
-        "from npu_fixes.cli import main\nraise SystemExit(main())",
-        env=env, check=False)
 
 
 def audit_json(location) -> tuple[int, dict]:
@@ -72,18 +64,11 @@ def test_audit_prefix_copy_each_defect_alone(prefix_copy, defect):
 def test_audit_still_broken_exits_1(prefix_copy):
     """A repair that does not take (here: the gate's install is sabotaged) is reported."""
     location = prefix_copy("rng-capture-gate")
-    proc = run_python(
-        f"""
-        import sys
-        from npu_fixes.fixes import rng_capture_gate
-        rng_capture_gate.FIX.install.__globals__["gate_table"] = lambda *a, **k: []
-        rng_capture_gate.FIX.install.__globals__["gated"] = lambda op, low: low
-        sys.argv = ["npu-fixes", "audit", "--torch-npu", {str(location)!r}]
-        from npu_fixes.cli import main
-        raise SystemExit(main())
-        """,
-        check=False,
-    )
+    proc = cli("audit", "--torch-npu", str(location), prelude="""
+from npu_fixes.fixes import rng_capture_gate
+rng_capture_gate.FIX.install.__globals__["gate_table"] = lambda *a, **k: []
+rng_capture_gate.FIX.install.__globals__["gated"] = lambda op, low: low
+""")
     assert proc.returncode == 1, proc.stdout + proc.stderr
     assert "still-broken" in proc.stdout
 
@@ -132,7 +117,7 @@ def test_status_reports_broken_torch_npu(tmp_path):
     broken = tmp_path / "torch_npu"
     broken.mkdir()
     (broken / "__init__.py").write_text("raise OSError('libhccl.so: cannot open shared object file')\n")
-    proc = cli("status", env={"PYTHONPATH": f"{tmp_path}:{REPO}"})
+    proc = cli("status", path=[tmp_path])
     assert proc.returncode == 0
     assert "libhccl.so" in proc.stdout and "Traceback" not in proc.stdout + proc.stderr
 

@@ -13,8 +13,6 @@ from packaging.specifiers import SpecifierSet
 from npu_fixes.core import Fix, Patcher, Probe, Registry, State, disabled_names
 
 TARGET_SOURCE = """
-calls = []
-
 def decide(x):
     return x > 1
 
@@ -310,13 +308,11 @@ def test_concurrent_imports_apply_once(make_module):
 
 
 def test_reload_replacing_a_wrapped_function_is_wrapped_again(make_module):
-    import importlib as il
-
-    mod = il.import_module(make_module("reloaded_target", TARGET_SOURCE))
+    mod = importlib.import_module(make_module("reloaded_target", TARGET_SOURCE))
     reg = Registry([make_fix(mod.__name__)])
     reg.arm()
     first = mod.decide
-    il.reload(mod)  # a backend reload: new function objects in the same module
+    importlib.reload(mod)  # a backend reload: new function objects in the same module
     fresh = mod.decide
     assert fresh is not first and not hasattr(fresh, "__wrapped__")
     reg.apply()

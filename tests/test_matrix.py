@@ -7,18 +7,14 @@ from __future__ import annotations
 import json
 import os
 
-from tests.conftest import STANDALONE_HOST, backend_targets_code, last_json, run_python
+from tests.conftest import STANDALONE_HOST, backend_targets_code, cli, last_json, run_python
 
 ROW = os.environ.get("NPU_FIXES_MATRIX_TORCH_NPU")  # None: torch_npu not installed
 EXPECTED_BEFORE = {None: None, "2.12.0.post3": "absent", "2.13.0": "fixed-upstream", "2.14.0": "fixed-upstream"}
 
 
 def test_audit_of_the_installed_torch_npu():
-    proc = run_python(
-        "import sys; sys.argv = ['npu-fixes', 'audit', '--json']\n"
-        "from npu_fixes.cli import main\nraise SystemExit(main())",
-        check=False,
-    )
+    proc = cli("audit", "--json")
     if ROW is None:
         assert proc.returncode == 2 and "no torch_npu is installed" in proc.stderr
         return
@@ -30,8 +26,7 @@ def test_audit_of_the_installed_torch_npu():
 
 def test_installed_backend_is_left_identical():
     if ROW is None:
-        proc = run_python("import importlib.util; assert importlib.util.find_spec('torch_npu') is None")
-        assert proc.returncode == 0
+        run_python("import importlib.util; assert importlib.util.find_spec('torch_npu') is None")
         return
     res = last_json(run_python("import sys\n" + STANDALONE_HOST + backend_targets_code() + """
 import json
@@ -51,10 +46,8 @@ print(json.dumps({"version": loaded.version,
 
 
 def test_status_reports_the_install():
-    proc = run_python(
-        "import sys; sys.argv = ['npu-fixes', 'status', '--json']\n"
-        "from npu_fixes.cli import main\nraise SystemExit(main())",
-    )
+    proc = cli("status", "--json")
+    assert proc.returncode == 0, proc.stderr
     data = json.loads(proc.stdout)
     if ROW is None:
         assert any("torch_npu: not installed" in line for line in data["imports"])

@@ -12,6 +12,8 @@ from npu_fixes.fixes.boundary_downcast import (
     boundary_role,
     check_enabled,
     check_fits,
+    is_dense,
+    narrow_like,
 )
 from tests.conftest import FIXED_UPSTREAM, host_check, wheel_path
 
@@ -284,10 +286,6 @@ def test_range_check_is_opt_in_and_names_the_argument(prefix_runs):
 
 
 def test_narrow_like_keeps_the_compiled_strides():
-    import torch
-
-    from npu_fixes.fixes.boundary_downcast import is_dense, narrow_like
-
     base = torch.arange(4 * 6, dtype=torch.int64).view(4, 6)
     for view, dense in ((base, True), (base.t(), True), (base[:, ::2], False), (base[1:3], True)):
         assert is_dense(view) is dense

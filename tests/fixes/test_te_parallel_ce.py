@@ -13,7 +13,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.conftest import REPO, last_json, run_python
+from tests.conftest import last_json, run_python
 
 # package layout per variant: relative path -> source
 VARIANTS = {
@@ -77,7 +77,7 @@ def write_variant(root: Path, variant: str) -> Path:
 
 def run_variant(tmp_path: Path, variant: str, order: str) -> dict:
     root = write_variant(tmp_path / variant, variant)
-    return last_json(run_python(ORDERS[order] + REPORT, env={"PYTHONPATH": f"{root}:{REPO}"}))
+    return last_json(run_python(ORDERS[order] + REPORT, path=[root]))
 
 
 @pytest.mark.parametrize("order", ORDERS)
@@ -110,5 +110,5 @@ def test_disable_switch(tmp_path: Path) -> None:
         "import json, npu_fixes\nimport transformer_engine.pytorch as te\n"
         "print(json.dumps([hasattr(te, 'parallel_cross_entropy'),"
         " {r.name: r.state.value for r in npu_fixes.status()}['te-parallel-ce']]))",
-        env={"PYTHONPATH": f"{root}:{REPO}", "NPU_FIXES_DISABLE": "te-parallel-ce"}))
+        env={"NPU_FIXES_DISABLE": "te-parallel-ce"}, path=[root]))
     assert res == [False, "disabled"]

@@ -1,4 +1,4 @@
-"""Defects 3-5 on a CUDA GPU: the checks of ``benchmarks/runtime_defects.py``, fewer launches.
+"""launch-grid, boundary-downcast and rng-capture-gate on a CUDA GPU: the checks of ``benchmarks/runtime_defects.py``, fewer launches.
 
 The old grid's race rate is printed (``-s``), not asserted: whether 48 programs collide
 within 2,000 launches depends on the GPU's timing; the script's 20,000 launches report it.
@@ -7,14 +7,10 @@ within 2,000 launches depends on the GPU's timing; the script's 20,000 launches 
 from __future__ import annotations
 
 import pytest
-import torch
 
 from benchmarks import runtime_defects as rd
 
-pytestmark = [
-    pytest.mark.gpu,
-    pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA GPU"),
-]
+pytestmark = pytest.mark.gpu
 
 @pytest.mark.parametrize("kernel", ["qa", "sum"])
 def test_launch_grid_rule_launches_one_program_without_race(kernel):

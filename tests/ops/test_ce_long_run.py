@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import json
 import math
 import subprocess
 import sys
@@ -10,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.conftest import REPO
+from tests.conftest import REPO, last_json
 
 SMALL = ["--device", "cpu", "--steps", "6", "--vocab", "512", "--d-model", "32", "--layers", "2", "--warmup", "3",
          "--heads", "2", "--seq", "16", "--batch", "4", "--label-smoothing", "0.1"]
@@ -21,7 +20,7 @@ def run_example(out: Path, tp: int, *extra: str) -> tuple[dict, list[list[float]
                            "--tp", str(tp), "--out", str(out), *extra],
                           capture_output=True, text=True, timeout=300, cwd=REPO)
     assert proc.returncode == 0, proc.stderr
-    summary = json.loads(proc.stdout.strip().splitlines()[-1])
+    summary = last_json(proc)
     rows = (out / f"ce_long_run_tp{tp}.csv").read_text().splitlines()[1:]
     assert (out / f"ce_long_run_tp{tp}.log").exists()
     return summary, [[float(v) for v in row.split(",")[1:]] for row in rows]

@@ -17,7 +17,6 @@ from npu_fixes.ops import cross_entropy as ce
 from npu_fixes.ops import parallel_cross_entropy
 
 DEVICE = "cuda" if torch.cuda.is_available() else "cpu"
-needs_gpu = pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA GPU")
 TOL = {
     torch.float32: {"rtol": 1.3e-6, "atol": 1e-5},
     torch.bfloat16: {"rtol": 1.6e-2, "atol": 1e-5},
@@ -113,7 +112,8 @@ def test_matches_fp64_reference(
     assert x.grad.dtype == dtype and x.grad.shape == x.shape
     check(x.grad, ref_grad, dtype)
     ignored = t == -100
-    assert (loss.detach()[ignored] == 0).all() if not reduce_loss else True
+    if not reduce_loss:  # the mean has no per-token entries
+        assert (loss.detach()[ignored] == 0).all()
     assert (x.grad[ignored] == 0).all()
 
 
@@ -362,7 +362,6 @@ def test_torch_compile_matches_eager() -> None:
 
 
 @pytest.mark.gpu
-@needs_gpu
 def test_inductor_compile_fullgraph_on_gpu() -> None:
     torch.manual_seed(9)
     x, t = make_inputs(torch.bfloat16, b=4, sq=64, vocab=5000)
@@ -379,7 +378,6 @@ def test_inductor_compile_fullgraph_on_gpu() -> None:
 
 
 @pytest.mark.gpu
-@needs_gpu
 def test_cuda_graph_capture_and_replay() -> None:
     torch.manual_seed(10)
     x = torch.randn(4, 32, 5000, device="cuda", requires_grad=True)
@@ -408,7 +406,6 @@ def test_cuda_graph_capture_and_replay() -> None:
 
 
 @pytest.mark.gpu
-@needs_gpu
 def test_large_vocab_default_blocks_on_gpu(monkeypatch: pytest.MonkeyPatch) -> None:
     """Real CUDA block sizes, several blocks per row, split and unsplit rows."""
     monkeypatch.undo()
