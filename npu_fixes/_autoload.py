@@ -32,8 +32,7 @@ if os.environ.get('NPU_FIXES', '').strip() != '0' and not any(
                 except Exception as exc:
                     import logging
                     logging.getLogger('npu_fixes').warning(
-                        'npu_fixes autoload: cannot import npu_fixes (%s); '
-                        'run `npu-fixes autoload disable` to remove %s', exc, __SOURCE__)
+                        'npu_fixes autoload: cannot import npu_fixes (%s); %s', exc, __REMEDY__)
             return None
     sys.meta_path.insert(0, _NpuFixesAutoload)
 """
@@ -52,18 +51,18 @@ def pth_path(directory: str | os.PathLike[str] | None = None) -> Path:
     return Path(directory if directory is not None else site_dir()) / PTH_NAME
 
 
-def finder_code(source: str) -> str:
-    """The finder code, naming ``source`` (where it was armed from) in its warning."""
-    return FINDER_CODE.replace("__SOURCE__", repr(source))
+def finder_code(remedy: str) -> str:
+    """The finder code; its warning (npu_fixes cannot be imported) ends with ``remedy``."""
+    return FINDER_CODE.replace("__REMEDY__", repr(remedy))
 
 
 def pth_text(path: Path) -> str:
-    return PTH_LINE % (finder_code(str(path)),)
+    return PTH_LINE % (finder_code(f"run `npu-fixes autoload disable` to remove {path}"),)
 
 
 def arm() -> None:
     """Insert the finder now (what the ``.pth`` line does); for ``sitecustomize.py``."""
-    exec(finder_code("sitecustomize.py"), {})  # noqa: S102
+    exec(finder_code("remove the npu_fixes lines from sitecustomize.py"), {})  # noqa: S102
 
 
 def enable(directory: str | os.PathLike[str] | None = None) -> Path:
