@@ -17,12 +17,13 @@
 
 from __future__ import annotations
 
+import inspect
 import types
 from collections.abc import Callable, Iterable, Mapping
 from typing import Any
-from unittest import mock
 
 from ..core import Fix, Patcher, Probe
+from ..scoped import ScopedAttributes, with_globals
 
 TARGET = "NPUTritonKernel._fold_dualview_reduction_index"
 
@@ -90,9 +91,10 @@ def fold_once(module: types.ModuleType, kernel: Any, index: Any) -> Any:
     from torch._inductor.virtualized import V
 
     graph = types.SimpleNamespace(sizevars=SizeVarAllocator())
-    with mock.patch.object(module.ncfg, "fold_dualview_rnode", True), \
-            V.set_graph_handler(graph):  # type: ignore[arg-type]
-        return module.NPUTritonKernel._fold_dualview_reduction_index(kernel, index)
+    fold = with_globals(inspect.getattr_static(module.NPUTritonKernel, "_fold_dualview_reduction_index"),
+                        {"ncfg": ScopedAttributes(module.ncfg, fold_dualview_rnode=True)})
+    with V.set_graph_handler(graph):  # type: ignore[arg-type]
+        return fold(kernel, index)
 
 
 def probe(module: types.ModuleType) -> Probe:

@@ -20,12 +20,13 @@
 
 from __future__ import annotations
 
+import inspect
 import types
 from collections.abc import Callable, Mapping
 from typing import Any
-from unittest import mock
 
 from ..core import Fix, Patcher, Probe
+from ..scoped import with_globals
 
 TARGET = "NPUTritonCompileResult.make_launcher"
 NODES_KEY = "npu_num_x_nodes"
@@ -86,10 +87,19 @@ class _RecordingRunner:
         self.grids.append(args[0])
 
 
-def scalar_kernel(runner: _RecordingRunner) -> types.SimpleNamespace:
+class StandInBinary(types.SimpleNamespace):
+    """Stand-in compiled binary. Launch hooks live as class attributes of the compiled
+    kernel's class in triton-ascend 3.2.x (older backend states read them there) and in
+    ``triton.knobs`` from 3.6 (the wheel's launcher reads those): both say "no hook"."""
+
+    launch_enter_hook = None
+    launch_exit_hook = None
+
+
+def scalar_kernel(runner: _RecordingRunner) -> StandInBinary:
     """A stand-in compiled binary for ``kernel(in_out_ptr0, xnumel, XBLOCK: constexpr)``."""
     fn = types.SimpleNamespace(arg_names=["in_out_ptr0", "xnumel", "XBLOCK"], constexprs=[2])
-    return types.SimpleNamespace(
+    return StandInBinary(
         src=types.SimpleNamespace(fn=fn),
         _init_handles=lambda: None,
         shared=0,
@@ -107,8 +117,9 @@ def scalar_kernel(runner: _RecordingRunner) -> types.SimpleNamespace:
 
 
 def probe(module: types.ModuleType) -> Probe:
-    """Build the final-loss kernel's launcher (Grid1D, zero x nodes, XBLOCK=1) with 48
-    cores, launch it with ``xnumel=1`` and look at the grid it asks for."""
+    """Build the final-loss kernel's launcher (Grid1D, zero x nodes, XBLOCK=1) as the live
+    ``make_launcher`` does, with a scoped core count of 48, launch it with ``xnumel=1`` and
+    look at the grid it asks for."""
     from triton import Config
 
     runner = _RecordingRunner()
@@ -117,10 +128,14 @@ def probe(module: types.ModuleType) -> Probe:
         "signature": {"in_out_ptr0": "*fp32", "xnumel": "i32", "XBLOCK": "constexpr"},
     }
     meta = {"grid_type": "Grid1D", NODES_KEY: 0, "mutated_arg_names": ["in_out_ptr0"]}
-    result = module.NPUTritonCompileResult(scalar_kernel(runner), Config({"XBLOCK": 1}), compile_meta, meta)
-    with mock.patch.object(module, "get_npu_vector_core_count", return_value=PROBE_CORES):
-        launcher = result.make_launcher()
-    launcher(None, 1, None)
+    cls = module.NPUTritonCompileResult
+    result = cls(scalar_kernel(runner), Config({"XBLOCK": 1}), compile_meta, meta)
+    make_launcher = with_globals(
+        inspect.getattr_static(cls, "make_launcher"), {"get_npu_vector_core_count": lambda: PROBE_CORES}
+    )
+    launcher = make_launcher.__get__(result, cls)()
+    params = list(inspect.signature(launcher).parameters)  # states differ in what they keep
+    launcher(*[1 if name == "xnumel" else None for name in params[: params.index("stream")]], stream=None)
     if runner.grids != [clamped_programs(1, 1, PROBE_CORES)]:
         return Probe(True, f"scalar Grid1D kernel (0 x nodes, xnumel=1) launched {runner.grids} programs")
     return Probe(False, "scalar Grid1D kernel (0 x nodes, xnumel=1) launches 1 program")

@@ -18,11 +18,13 @@
 
 from __future__ import annotations
 
+import inspect
 import types
 from collections.abc import Callable, MutableMapping
 from typing import Any
 
 from ..core import Fix, Patcher, Probe
+from ..scoped import with_globals
 
 REGISTER = "_register_npu_inductor_fallbacks"
 OVERLOADS = (
@@ -92,10 +94,9 @@ class _StandInGraph:
 
 
 def probe(module: types.ModuleType) -> Probe:
-    """Register fallbacks into a scratch table (fallback creation recorded, not run),
-    then lower ``bernoulli_.float`` in a stand-in graph and see if a reason gets set."""
-    from unittest import mock
-
+    """Run the live registration on a scoped scratch table (fallback creation recorded, not
+    run; the module's own table and lists untouched), then lower ``bernoulli_.float`` in a
+    stand-in graph and see if a reason gets set."""
     from torch._inductor.virtualized import V
 
     op = bernoulli_ops()[-1]
@@ -104,15 +105,12 @@ def probe(module: types.ModuleType) -> Probe:
         return "lowered"
 
     scratch = {op: sentinel}
+    overrides: dict[str, Any] = {"lowerings": scratch, "make_fallback": lambda *a, **k: None,
+                                 "FALLBACK_LIST": []}
+    if hasattr(module, "EXPLICIT_FALLBACK_LIST"):  # only some states have it
+        overrides["EXPLICIT_FALLBACK_LIST"] = []
+    with_globals(inspect.getattr_static(module, REGISTER), overrides)()
     graph = _StandInGraph()
-    with mock.patch.multiple(
-        module,
-        lowerings=scratch,
-        make_fallback=lambda *a, **k: None,
-        FALLBACK_LIST=[],
-        EXPLICIT_FALLBACK_LIST=[],
-    ):
-        getattr(module, REGISTER)()
     with V.set_graph_handler(graph):  # type: ignore[arg-type]
         result = scratch[op]()
     if result != "lowered":
@@ -125,7 +123,8 @@ def probe(module: types.ModuleType) -> Probe:
 def install(module: types.ModuleType, patcher: Patcher) -> None:
     def after_register(wrapped: Callable[..., Any], instance: Any, args: tuple, kwargs: dict) -> Any:
         result = wrapped(*args, **kwargs)
-        gate_table(module.lowerings, patcher)  # read at call time: a patched table is gated too
+        table = wrapped.__globals__["lowerings"]  # the table this registration filled
+        gate_table(table, patcher if table is vars(module).get("lowerings") else None)
         return result
 
     patcher.wrap_path(module, REGISTER, after_register)

@@ -21,12 +21,13 @@
 
 from __future__ import annotations
 
+import inspect
 import types
 from collections.abc import Callable
 from typing import Any
-from unittest import mock
 
 from ..core import Fix, Patcher, Probe
+from ..scoped import with_globals
 
 TARGET = "_npu_rsplit_outer_applicable"
 _REMOVED_PREFIX = "REMOVED"
@@ -128,9 +129,10 @@ def _accepts(module: types.ModuleType, kernel: Any) -> bool:
 
     cores = types.SimpleNamespace(get_npu_vector_core_count=lambda: 40)
     graph = types.SimpleNamespace(sizevars=SizeVarAllocator())
-    with mock.patch.multiple(module, npu_rsplit_outer=True, device_props=cores), \
-            V.set_graph_handler(graph):  # type: ignore[arg-type]
-        return bool(getattr(module, TARGET)(kernel))
+    predicate = with_globals(inspect.getattr_static(module, TARGET),
+                             {"npu_rsplit_outer": True, "device_props": cores})
+    with V.set_graph_handler(graph):  # type: ignore[arg-type]
+        return bool(predicate(kernel))
 
 
 def probe(module: types.ModuleType) -> Probe:

@@ -1,0 +1,50 @@
+"""Scoped stand-ins for probes: run a live target with some of its globals replaced.
+
+A probe must not swap a module's globals (a compile in another thread would see the swap),
+so :func:`with_globals` returns a private copy of the target whose code reads a copy of its
+module's namespace with the given names replaced. A target wrapped by wrapt keeps its
+wrappers: each layer is rebuilt around the rebound function, so the probe still sees what
+callers see. Nothing global is touched.
+"""
+
+from __future__ import annotations
+
+import types
+from collections.abc import Mapping
+from typing import Any
+
+
+class ScopedAttributes:
+    """Read-only view of ``base`` (a module or namespace) with some attributes replaced."""
+
+    def __init__(self, base: Any, **overrides: Any) -> None:
+        self._base, self._overrides = base, overrides
+
+    def __getattr__(self, name: str) -> Any:
+        overrides = self.__dict__["_overrides"]
+        return overrides[name] if name in overrides else getattr(self.__dict__["_base"], name)
+
+
+def _rebind(func: types.FunctionType, overrides: Mapping[str, Any]) -> types.FunctionType:
+    namespace = {**func.__globals__, **overrides}
+    copy = types.FunctionType(func.__code__, namespace, func.__name__, func.__defaults__, func.__closure__)
+    copy.__kwdefaults__ = func.__kwdefaults__
+    copy.__qualname__ = func.__qualname__
+    return copy
+
+
+def with_globals(target: Any, overrides: Mapping[str, Any]) -> Any:
+    """A copy of ``target`` (a function, possibly under wrapt wrappers) whose body reads
+    ``overrides`` in place of the same-named module globals.
+
+    Raises TypeError for anything else (a wrapper we cannot rebuild, a builtin).
+    """
+    import wrapt
+
+    if isinstance(target, wrapt.FunctionWrapper):
+        return wrapt.FunctionWrapper(with_globals(target.__wrapped__, overrides), target._self_wrapper)
+    if isinstance(target, (classmethod, staticmethod)):
+        return type(target)(with_globals(target.__func__, overrides))
+    if isinstance(target, types.FunctionType):
+        return _rebind(target, overrides)
+    raise TypeError(f"cannot scope the globals of {type(target).__name__} {target!r}")
