@@ -127,6 +127,26 @@ def prefix_copy(tmp_path_factory):
     return build
 
 
+@pytest.fixture(scope="session")
+def genuine(tmp_path_factory):
+    """Build (once per state) the self-build of a genuine backend state (see
+    ``tests/genuine_states.py``); returns its root dir, usable with ``npu_fixes.host.load``."""
+    from tests import genuine_states
+
+    built: dict[str, Path] = {}
+
+    def build(state: str) -> Path:
+        if state not in built:
+            try:
+                built[state] = genuine_states.build(
+                    state, wheel_path("2.13.0"), tmp_path_factory.mktemp(f"genuine-{state}"))
+            except genuine_states.Unavailable as exc:
+                pytest.fail(f"genuine state {state} not available: {exc}")
+        return built[state]
+
+    return build
+
+
 #: Loads npu_fixes/host.py as a module of its own, so that the npu_fixes package (and
 #: its hooks) is not imported.
 STANDALONE_HOST = f"""

@@ -1,0 +1,103 @@
+"""The pinned-version matrix, one nox session per row.
+
+Every row runs in the environment that ``scripts/setup.sh`` made (``.venv``: torch 2.13.0
+CPU, triton 3.6.0, npu_fixes); a row differs only in the torch_npu on ``PYTHONPATH``:
+
+- ``none``: torch_npu not installed; the full test suite (it host-loads the pinned wheels,
+  the genuine states and the pre-fix copies as files);
+- ``wheel-<version>``: a pinned published wheel, installed ``--no-deps``;
+- ``genuine-<commit>``: the 2.13.0 wheel with its ``triton_experimental`` replaced by that
+  commit's (``tests/genuine_states.py`` says where the folders come from);
+  ``genuine-tree`` does the same with ``$NPU_FIXES_GENUINE_TREE``, a source tree of yours;
+- ``prefix-<fix>``: the 2.13.0 wheel with that one defect edited back in
+  (``examples/make_prefix_copy.py``).
+
+Installed rows run ``tests/test_matrix.py``. ``bash scripts/test.sh`` runs every row; a
+maintainer runs one with ``.venv/bin/nox -s genuine-8bfbb9ed1`` (``-l`` lists them).
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import sys
+from pathlib import Path
+
+import nox
+
+REPO = Path(__file__).resolve().parent
+sys.path.insert(0, str(REPO))
+from tests import genuine_states  # noqa: E402
+
+nox.options.default_venv_backend = "none"
+PY = sys.executable  # the .venv's interpreter, which runs nox
+CACHE = REPO / ".cache"
+WHEELS = Path(os.environ.get("NPU_FIXES_WHEELS", CACHE / "wheels"))
+PINNED = ("2.12.0.post3", "2.13.0", "2.14.0")
+
+
+def wheel(version: str) -> Path:
+    found = sorted(WHEELS.glob(f"torch_npu-{version}-*.whl"))
+    if not found:
+        raise FileNotFoundError(f"no torch_npu {version} wheel in {WHEELS}: run scripts/setup.sh")
+    return found[0]
+
+
+def installed(session: nox.Session, version: str, site: Path) -> Path:
+    """``site`` with the pinned wheel installed --no-deps (kept between runs)."""
+    if not (site / "torch_npu" / "__init__.py").is_file():
+        shutil.rmtree(site, ignore_errors=True)
+        session.run(PY, "-m", "pip", "install", "-q", "--no-deps", "--target", str(site), str(wheel(version)))
+    return site
+
+
+def run_matrix(session: nox.Session, row: str, site: Path) -> None:
+    session.run(PY, "-m", "pytest", "tests/test_matrix.py", *session.posargs,
+                env={"PYTHONPATH": str(site), "TORCH_DEVICE_BACKEND_AUTOLOAD": "0",
+                     "NPU_FIXES_MATRIX_ROW": row})
+
+
+@nox.session(name="none", python=False)
+def none(session: nox.Session) -> None:
+    """torch_npu absent: the full suite (gpu-marked tests deselected)."""
+    session.run(PY, "-m", "pytest", "-m", "not gpu", "tests", *session.posargs)
+
+
+def wheel_row(version: str):
+    def row(session: nox.Session) -> None:
+        run_matrix(session, f"wheel:{version}", installed(session, version, CACHE / f"site-{version}"))
+    row.__doc__ = f"torch_npu {version} installed."
+    return row
+
+
+def genuine_row(state: str):
+    def row(session: nox.Session) -> None:
+        try:
+            source = genuine_states.source_of(state)
+        except genuine_states.Unavailable as exc:
+            session.skip(f"genuine state {state} not run: {exc}")
+        site = installed(session, "2.13.0", CACHE / f"site-genuine-{state}")
+        genuine_states.replace_backend(site, source)  # always afresh: a tree may have changed
+        run_matrix(session, f"genuine:{state}", site)
+    row.__doc__ = (f"self-build at {state}: the 2.13.0 wheel with that triton_experimental."
+                   if state != genuine_states.OWN_TREE else
+                   "self-build from $NPU_FIXES_GENUINE_TREE: the 2.13.0 wheel with its triton_experimental.")
+    return row
+
+
+def prefix_row(defect: str):
+    def row(session: nox.Session) -> None:
+        site = CACHE / f"site-prefix-{defect}"
+        shutil.rmtree(site, ignore_errors=True)
+        session.run(PY, "examples/make_prefix_copy.py", str(wheel("2.13.0")), str(site), "--defect", defect)
+        run_matrix(session, f"prefix:{defect}", site)
+    row.__doc__ = f"pre-fix copy of the 2.13.0 wheel with the {defect} defect alone."
+    return row
+
+
+for _version in PINNED:
+    nox.session(wheel_row(_version), name=f"wheel-{_version}", python=False)
+for _state in (*genuine_states.COMMITS, genuine_states.OWN_TREE):
+    nox.session(genuine_row(_state), name=f"genuine-{_state}", python=False)
+for _defect in genuine_states.FIVE:
+    nox.session(prefix_row(_defect), name=f"prefix-{_defect}", python=False)

@@ -1,0 +1,104 @@
+"""Genuine states of the backend: the code our users run, as self-builds on CPU.
+
+A self-build at commit C is the published torch-npu 2.13.0 wheel with its
+``torch_npu/_inductor/triton_experimental/`` replaced by that folder at commit C of the
+public Ascend/pytorch repository. The folder comes from, in this order:
+
+1. ``$NPU_FIXES_UPSTREAM/triton_experimental-C.tar.gz`` (default: ``../shared/upstream``
+   next to the repository, where CI has it);
+2. ``git archive C`` of a local Ascend/pytorch clone named by ``$NPU_FIXES_ASCEND_PYTORCH``;
+3. for a row of your own, a source tree named by ``$NPU_FIXES_GENUINE_TREE`` (any checkout
+   holding ``torch_npu/_inductor/triton_experimental``), whose defects are not known in
+   advance.
+
+Without a source, :func:`source_of` raises :class:`Unavailable` with the reason.
+"""
+
+from __future__ import annotations
+
+import io
+import os
+import shutil
+import subprocess
+import tarfile
+import zipfile
+from pathlib import Path
+
+REPO = Path(__file__).resolve().parent.parent
+BACKEND = Path("torch_npu/_inductor/triton_experimental")
+FIVE = ("rsplit-outer", "dualview-fold", "launch-grid", "boundary-downcast", "rng-capture-gate")
+
+#: Commit -> the five fixes' defects present there (``../shared/upstream/README.md``).
+DEFECTS: dict[str, frozenset[str]] = {
+    "8bfbb9ed1": frozenset(FIVE),
+    "95c9094da": frozenset(FIVE) - {"rsplit-outer"},
+    "f8802037a": frozenset(FIVE) - {"rsplit-outer"},
+    "5ff81d9c5": frozenset(),
+    "bafc50684": frozenset(),
+}
+COMMITS = tuple(DEFECTS)
+PRE_FIX = tuple(c for c in COMMITS if DEFECTS[c])
+#: The commit where upstream fixed the last of the five: the reference behaviour.
+REFERENCE = "5ff81d9c5"
+#: Name of the row built from ``$NPU_FIXES_GENUINE_TREE``.
+OWN_TREE = "tree"
+
+
+class Unavailable(RuntimeError):
+    """No source for a genuine state on this machine."""
+
+
+def upstream_dir() -> Path:
+    return Path(os.environ.get("NPU_FIXES_UPSTREAM", REPO.parent / "shared" / "upstream"))
+
+
+def source_of(state: str) -> Path | bytes:
+    """The backend folder of ``state``: a tarball path, tarball bytes or a tree's folder."""
+    if state == OWN_TREE:
+        tree = os.environ.get("NPU_FIXES_GENUINE_TREE")
+        if not tree:
+            raise Unavailable("NPU_FIXES_GENUINE_TREE is not set")
+        folder = Path(tree) / BACKEND
+        if not folder.is_dir():
+            raise Unavailable(f"{tree} has no {BACKEND}")
+        return folder
+    tarball = upstream_dir() / f"triton_experimental-{state}.tar.gz"
+    if tarball.is_file():
+        return tarball
+    clone = os.environ.get("NPU_FIXES_ASCEND_PYTORCH")
+    if not clone:
+        raise Unavailable(f"no {tarball} and NPU_FIXES_ASCEND_PYTORCH (an Ascend/pytorch clone) is not set")
+    proc = subprocess.run(["git", "-C", clone, "archive", "--format=tar.gz", state, str(BACKEND)],
+                          capture_output=True)
+    if proc.returncode != 0:
+        raise Unavailable(f"git archive {state} in {clone} failed: {proc.stderr.decode().strip()}")
+    return proc.stdout
+
+
+def build(state: str, wheel: Path, dest: Path) -> Path:
+    """Write the self-build of ``state`` into ``dest`` (the directory that will hold
+    ``torch_npu/``): the wheel's Python files, its backend folder replaced. Returns ``dest``."""
+    source = source_of(state)
+    dest.mkdir(parents=True, exist_ok=True)
+    with zipfile.ZipFile(wheel) as archive:
+        for name in archive.namelist():
+            if name.startswith("torch_npu/") and name.endswith(".py"):
+                archive.extract(name, dest)
+    replace_backend(dest, source)
+    return dest
+
+
+def replace_backend(root: Path, source: Path | bytes) -> None:
+    """Replace ``root/torch_npu/.../triton_experimental`` by the folder from ``source``."""
+    shutil.rmtree(root / BACKEND, ignore_errors=True)
+    if isinstance(source, Path) and source.is_dir():
+        shutil.copytree(source, root / BACKEND)
+        return
+    stream = io.BytesIO(source) if isinstance(source, bytes) else None
+    with tarfile.open(fileobj=stream, name=None if stream else str(source), mode="r:gz") as archive:
+        members = [m for m in archive.getmembers() if Path(m.name).is_relative_to(BACKEND)]
+        if not members:
+            raise Unavailable(f"the archive for {root} holds no {BACKEND}")
+        archive.extractall(root, members=members, filter="data")
+    if not (root / BACKEND / "__init__.py").is_file():
+        raise Unavailable(f"the archive holds no {BACKEND}/__init__.py")
