@@ -1,6 +1,8 @@
 #!/usr/bin/env bash
 # Set up (same as scripts/test.sh) and audit the pinned torch-npu 2.13.0 wheel, then a
-# pre-fix copy of it (the five defects re-introduced) being repaired.
+# self-build of the genuine upstream state 8bfbb9ed1 (the backend's first commit: all five
+# defects) being repaired. Without the genuine sources (tests/genuine_states.py says where
+# they come from), a pre-fix copy of the wheel (the five defects re-introduced) stands in.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 source scripts/setup.sh
@@ -8,6 +10,13 @@ wheel=$(ls .cache/wheels/torch_npu-2.13.0-*.whl)
 echo "== audit: published torch-npu 2.13.0 wheel =="
 "$PY" -m npu_fixes audit --torch-npu "$wheel"
 echo
-echo "== audit: pre-fix copy of it (all five defects re-introduced) =="
-"$PY" examples/make_prefix_copy.py "$wheel" .cache/prefix-2.13.0 --force >/dev/null 2>&1
-"$PY" -m npu_fixes audit --torch-npu .cache/prefix-2.13.0
+rm -rf .cache/genuine-8bfbb9ed1
+if "$PY" -c "import sys; from pathlib import Path; from tests import genuine_states as g; \
+g.build('8bfbb9ed1', Path(sys.argv[1]), Path('.cache/genuine-8bfbb9ed1'))" "$wheel"; then
+  echo "== audit: self-build at 8bfbb9ed1 (2.13.0 wheel, triton_experimental of that commit) =="
+  "$PY" -m npu_fixes audit --torch-npu .cache/genuine-8bfbb9ed1
+else
+  echo "== audit: pre-fix copy of the wheel (all five defects re-introduced) =="
+  "$PY" examples/make_prefix_copy.py "$wheel" .cache/prefix-2.13.0 --force >/dev/null 2>&1
+  "$PY" -m npu_fixes audit --torch-npu .cache/prefix-2.13.0
+fi
