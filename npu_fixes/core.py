@@ -34,12 +34,12 @@ class State(str, enum.Enum):
     """What happened to one fix in this interpreter."""
 
     PENDING = "pending"  # target module not imported yet
-    APPLIED = "applied"  # probe found the defect; target wrapped
+    APPLIED = "applied"  # probe found the defect; target wrapped; probed again: gone
     NOT_NEEDED = "not-needed"  # probe: fixed upstream; target untouched
     OUT_OF_WINDOW = "out-of-window"  # version outside the fix's window
     ABSENT = "absent"  # module or attribute missing
     DISABLED = "disabled"  # turned off by the environment
-    FAILED = "failed"  # probe or install raised; target untouched
+    FAILED = "failed"  # probe or install raised, or the repair did not take; target untouched
     UNDONE = "undone"  # restored by npu_fixes.undo()
 
 
@@ -151,6 +151,7 @@ class _Patch:
     replacement: Any
     is_item: bool
     had_own: bool = True  # attribute lived in owner.__dict__ (else it was inherited)
+    seq: int = 0  # the patcher's mark when it was made
 
     def restore(self) -> None:
         if self.is_item:
@@ -173,6 +174,17 @@ class Patcher:
 
     def __init__(self) -> None:
         self._patches: dict[tuple[int, Any], _Patch] = {}
+        self._seq = 0
+
+    def _record(self, key: tuple[int, Any], patch: _Patch) -> None:
+        patch.seq = self._seq
+        self._seq += 1
+        self._patches.pop(key, None)  # a stale entry: its replacement no longer stands there
+        self._patches[key] = patch
+
+    def mark(self) -> int:
+        """A point to :meth:`rollback` to: every patch made after it is undone."""
+        return self._seq
 
     def wrap(self, owner: Any, attr: str, wrapper: Callable[..., Any]) -> Any:
         """Replace ``owner.attr`` by a ``wrapt.FunctionWrapper``; applying twice wraps once."""
@@ -181,12 +193,12 @@ class Patcher:
         key = (id(owner), attr)
         if self.is_wrapped(owner, attr):
             return self._patches[key].replacement
-        self._patches.pop(key, None)  # replaced behind our back (a reload): wrap the new object
+        # not ours (first time, or replaced behind our back by a reload): wrap what stands there
         had_own = attr in vars(owner)
         original = inspect.getattr_static(owner, attr)
         wrapped = wrapt.FunctionWrapper(original, wrapper)
         setattr(owner, attr, wrapped)
-        self._patches[key] = _Patch(owner, attr, original, wrapped, False, had_own)
+        self._record(key, _Patch(owner, attr, original, wrapped, False, had_own))
         return wrapped
 
     def wrap_path(self, module: ModuleType, dotted: str, wrapper: Callable[..., Any]) -> Any:
@@ -201,7 +213,7 @@ class Patcher:
         if inspect.getattr_static(owner, attr, _MISSING) is not _MISSING:
             raise ValueError(f"{owner!r} already has {attr!r}: wrap it instead of adding it")
         setattr(owner, attr, value)
-        self._patches[(id(owner), attr)] = _Patch(owner, attr, _MISSING, value, False, had_own=False)
+        self._record((id(owner), attr), _Patch(owner, attr, _MISSING, value, False, had_own=False))
 
     def set_item(self, mapping: Any, key: Any, value: Any) -> None:
         """``mapping[key] = value``, restorable; the first original is the one kept (a key
@@ -211,7 +223,7 @@ class Patcher:
         if patch is not None and mapping.get(key) is patch.replacement:
             patch.replacement = value
         else:
-            self._patches[patch_key] = _Patch(mapping, key, mapping.get(key, _MISSING), value, True)
+            self._record(patch_key, _Patch(mapping, key, mapping.get(key, _MISSING), value, True))
         mapping[key] = value
 
     def is_wrapped(self, owner: Any, attr: str) -> bool:
@@ -230,10 +242,9 @@ class Patcher:
         return count
 
     def rollback(self, mark: int) -> None:
-        """Undo the patches made after ``len(self)`` was ``mark``."""
-        while len(self._patches) > mark:
-            _, patch = self._patches.popitem()
-            patch.restore()
+        """Undo the patches made since :meth:`mark` returned ``mark``, newest first."""
+        for key in [k for k, patch in self._patches.items() if patch.seq >= mark][::-1]:
+            self._patches.pop(key).restore()
 
     def __len__(self) -> int:
         return len(self._patches)
@@ -368,12 +379,20 @@ class Registry:
             return State.FAILED, f"probe raised {type(exc).__name__}: {exc}"
         if not probe.defective:
             return State.NOT_NEEDED, probe.detail
-        mark = len(self.patcher)
+        mark = self.patcher.mark()
         try:
             fix.install(module, self.patcher)
         except Exception as exc:  # noqa: BLE001
             self.patcher.rollback(mark)
             return State.FAILED, f"install raised {type(exc).__name__}: {exc}"
+        try:  # `applied` only where the probe now sees the defect gone
+            after = fix.probe(module)
+        except Exception as exc:  # noqa: BLE001
+            self.patcher.rollback(mark)
+            return State.FAILED, f"probe after install raised {type(exc).__name__}: {exc}"
+        if after.defective:
+            self.patcher.rollback(mark)
+            return State.FAILED, f"repair did not take, rolled back: {after.detail}"
         return State.APPLIED, probe.detail
 
     # -- public operations ----------------------------------------------------------------

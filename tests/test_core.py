@@ -319,3 +319,41 @@ def test_reload_replacing_a_wrapped_function_is_wrapped_again(make_module):
     assert mod.decide is not fresh and mod.decide.__wrapped__ is fresh and mod.decide(50) is False
     reg.undo()
     assert mod.decide is fresh
+
+
+def test_applied_only_when_the_probe_after_install_sees_the_defect_gone(make_module, caplog):
+    mod = importlib.import_module(make_module("repair_no_effect", TARGET_SOURCE))
+    original = mod.decide
+
+    def ineffective_install(module, patcher):  # wraps, but the decision is unchanged
+        patcher.wrap_path(module, "decide", lambda w, i, a, k: w(*a, **k))
+
+    reg = Registry([make_fix(mod.__name__, install=ineffective_install)])
+    with caplog.at_level(logging.WARNING, logger="npu_fixes"):
+        reg.arm()
+    rec = reg.status()[0]
+    assert rec.state is State.FAILED and "repair did not take" in rec.detail
+    assert "decide(50) accepted" in rec.detail
+    assert mod.decide is original and len(reg.patcher) == 0
+    assert sum("repair did not take" in r.getMessage() for r in caplog.records) == 1
+
+
+def test_failed_reinstall_after_a_reload_is_rolled_back(make_module):
+    mod = importlib.import_module(make_module("reinstall_fails", TARGET_SOURCE))
+    calls = []
+
+    def install_then_fail_second_time(module, patcher):
+        install_decide(module, patcher)
+        calls.append(1)
+        if len(calls) > 1:
+            raise RuntimeError("second install exploded")
+
+    reg = Registry([make_fix(mod.__name__, install=install_then_fail_second_time)])
+    reg.arm()
+    assert reg.status()[0].state is State.APPLIED
+    importlib.reload(mod)
+    fresh = mod.decide
+    reg.apply()  # the stale entry is replaced by a new wrap, then the install raises
+    rec = reg.status()[0]
+    assert rec.state is State.FAILED and "second install exploded" in rec.detail
+    assert mod.decide is fresh  # left as the reload made it, not still patched
