@@ -1,4 +1,5 @@
-"""rsplit-outer: the rule, the fixed wheels left alone, and the pre-fix predicate repaired."""
+"""rsplit-outer: the rule, the fixed wheels left alone, the pre-fix predicate repaired, and
+the repaired genuine pre-fix state compared with the reference state case by case."""
 
 from __future__ import annotations
 
@@ -9,6 +10,7 @@ import pytest
 
 from npu_fixes.fixes.rsplit_outer import corrected, free_reduction_nodes, live_outputs, split_allowed
 from tests.conftest import FIXED_UPSTREAM, host_check, wheel_path
+from tests.genuine_states import COMMITS, DEFECTS, REFERENCE
 
 # Builds stand-in kernels over a grid of hints, reduction types, outputs, reduction-tree
 # shapes and sizes, and asks the live predicate about each (gate on, 40 cores).
@@ -31,6 +33,7 @@ OUTPUTS = {
     "one+removed-name": ({"buf0": "REMOVED_out", "buf1": "out_ptr1"}, {}),
     "inplace": ({}, {"buf2": inplace, "buf3": inplace}),
     "one+inplace": ({"buf1": "out_ptr0"}, {"buf2": inplace, "buf3": inplace}),
+    "one+inplace-removed": ({"buf1": "out_ptr0"}, {"buf2": REMOVED, "buf3": REMOVED}),
 }
 TREES = {  # reduction range-tree nodes (name, length) and the aliased names
     "flat": ([("r0_1", 2048)], {}),
@@ -55,7 +58,7 @@ def kernel(hint, rtype, outputs, tree, size):
     return NS(inside_reduction=True, features=feats, range_trees=[x, r],
               args=NS(output_buffers=dict(out), inplace_buffers=dict(inp)))
 
-CASES = list(itertools.product(["OUTER", "INNER", "DEFAULT"], ["sum", "max", "welford_reduce"],
+CASES = list(itertools.product(["OUTER", "INNER", "DEFAULT"], ["sum", "max", "min", "prod", "argmax", "welford_reduce"],
                                OUTPUTS, TREES, SIZES))
 
 def battery():
@@ -83,6 +86,34 @@ SEED = "OUTER|sum|two|nested|bert"  # hf_Bert: 2048x768 pointwise + 1x768 reduct
 
 def free_nodes(case: str) -> int:
     return {"flat": 1, "nested": 3, "nested-aliased": 1, "split": 2}[case.split("|")[3]]
+
+
+#: Genuine states: the only one with the defect, and the commit where upstream fixed it.
+DEFECTIVE, UPSTREAM_FIX = "8bfbb9ed1", "95c9094da"
+
+# Why the repaired DEFECTIVE state decides otherwise than REFERENCE; every other case agrees.
+TREE = ("rsplit-tree: our OUTER rule also requires exactly one free reduction node (stricter); "
+        "upstream instead skips nested-loop codegen for split kernels elsewhere")
+NONSUM = "rsplit-nonsum: separate upstream fix in 95c9094da, not part of rsplit-outer"
+INNER = ("rsplit-inner: 95c9094da also extended the split to INNER reductions (a feature); "
+         "the pre-fix predicate never splits INNER and the repair only narrows it")
+ONE_LIVE = ("one", "one+removed", "one+removed-name", "inplace", "one+inplace-removed")
+SPLIT_SIZES = ("bert", "scalar")  # x <= 40 cores * 256, r >= 2048 and r >= x
+NAMED_DIFFERENCES: dict[str, str] = {
+    **{f"OUTER|sum|{o}|{t}|{s}": TREE
+       for o in ONE_LIVE for t in ("nested", "split") for s in SPLIT_SIZES},
+    **{f"OUTER|{r}|{o}|{t}|{s}": NONSUM for r in ("max", "min", "prod", "argmax")
+       for o in ONE_LIVE for t in ("flat", "nested-aliased") for s in SPLIT_SIZES},
+    **{f"INNER|sum|{o}|{t}|{s}": INNER
+       for o in ONE_LIVE for t in ("flat", "nested", "nested-aliased", "split") for s in SPLIT_SIZES},
+}
+
+
+@pytest.fixture(scope="module")
+def genuine_results(genuine) -> dict[str, dict]:
+    """The battery at the defective state (before and after repair, one interpreter), at
+    the commit that fixed it and at the reference state."""
+    return {s: host_check(genuine(s), BATTERY, env=OFF) for s in (DEFECTIVE, UPSTREAM_FIX, REFERENCE)}
 
 
 @pytest.fixture(scope="module")
@@ -180,3 +211,61 @@ def test_prefix_repaired_matches_fixed_upstream(prefix_result, fixed_results):
         else:
             assert accepted is fixed[case], case
     assert stricter > 0  # e.g. OUTER|sum|one|nested|bert, accepted by the fixed wheel
+
+
+# -- genuine states ------------------------------------------------------------------------
+def test_genuine_states_are_the_documented_ones():
+    assert [c for c in COMMITS if "rsplit-outer" in DEFECTS[c]] == [DEFECTIVE]
+    assert COMMITS.index(DEFECTIVE) < COMMITS.index(UPSTREAM_FIX) <= COMMITS.index(REFERENCE)
+
+
+def test_genuine_defective_state_is_detected_and_repaired(genuine_results):
+    res = genuine_results[DEFECTIVE]
+    assert res["probe_before"] is True and res["state"] == "applied"
+    assert not res["identical"] and res["probe_after"] is False
+    assert res["before"][SEED] is True and res["after"][SEED] is False
+    assert res["undo"] >= 1 and res["restored"]
+
+
+@pytest.mark.parametrize("state", [UPSTREAM_FIX, REFERENCE])
+def test_genuine_fixed_states_are_left_identical(genuine_results, state):
+    res = genuine_results[state]
+    assert res["probe_before"] is False and res["state"] == "not-needed"
+    assert res["identical"] and res["restored"] and res["probe_after"] is False
+    assert res["before"] == res["after"]
+    assert res["after"][SEED] is False
+    assert res["after"]["OUTER|sum|one|nested|bert"] is True  # the battery reaches acceptance
+
+
+def test_genuine_fixed_states_agree(genuine_results):
+    assert genuine_results[UPSTREAM_FIX]["after"] == genuine_results[REFERENCE]["after"]
+
+
+def test_genuine_repaired_matches_reference_except_named(genuine_results):
+    """Every battery case decides as at REFERENCE, except exactly the named ones; only
+    the reduction-type difference (a separate upstream fix) accepts more than REFERENCE."""
+    before = genuine_results[DEFECTIVE]["before"]
+    after, ref = genuine_results[DEFECTIVE]["after"], genuine_results[REFERENCE]["after"]
+    assert after.keys() == ref.keys() >= NAMED_DIFFERENCES.keys()
+    assert before != ref  # the battery does see the defect
+    differing = {case for case in after if after[case] is not ref[case]}
+    assert differing == NAMED_DIFFERENCES.keys()
+    for case, reason in NAMED_DIFFERENCES.items():
+        assert after[case] is (reason == NONSUM), (case, reason)  # NONSUM: we accept, REFERENCE not
+        assert (free_nodes(case) != 1) is (reason == TREE) or reason == INNER, (case, reason)
+
+
+def test_genuine_repair_on_reduction_types(genuine_results):
+    """sum/max/min/prod/argmax: the repair decides alike for every type (it looks at outputs
+    and tree shape only); REFERENCE splits sum alone. Welford is never split."""
+    after, ref = genuine_results[DEFECTIVE]["after"], genuine_results[REFERENCE]["after"]
+
+    def accepted(results, rtype):
+        return {c.replace(f"|{rtype}|", "|*|") for c, ok in results.items() if ok and c.split("|")[1] == rtype}
+
+    assert accepted(after, "sum")  # the battery reaches acceptance after repair
+    for rtype in ("max", "min", "prod", "argmax"):
+        assert accepted(after, rtype) == accepted(after, "sum"), rtype
+        assert not accepted(ref, rtype), rtype
+    assert not accepted(after, "welford_reduce") and not accepted(ref, "welford_reduce")
+    assert accepted(after, "sum") < accepted(ref, "sum")
