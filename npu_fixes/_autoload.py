@@ -2,7 +2,10 @@
 
 Standard library only. The ``.pth`` line is self-contained: it puts a tiny finder at
 the front of ``sys.meta_path`` that does nothing until ``torch`` starts importing; then
-it removes itself and imports :mod:`npu_fixes`, which arms the real post-import hooks.
+it imports :mod:`npu_fixes`, which arms the real post-import hooks, and goes inert. It
+stays in ``sys.meta_path``: importlib is iterating that very list when the finder runs, so
+removing itself there would make importlib skip the next finder (another package's hook,
+an editable install's finder).
 Running the line twice is harmless (the finder is inserted once), ``NPU_FIXES=0``
 skips it, and an error while importing ``npu_fixes`` is logged, never raised into the
 user's ``import torch``.
@@ -22,11 +25,12 @@ if os.environ.get('NPU_FIXES', '').strip() != '0' and not any(
         getattr(f, '_npu_fixes_autoload', False) for f in sys.meta_path):
     class _NpuFixesAutoload:
         _npu_fixes_autoload = True
+        done = False
 
         @classmethod
         def find_spec(cls, name, path=None, target=None):
-            if name == 'torch' and cls in sys.meta_path:
-                sys.meta_path.remove(cls)
+            if name == 'torch' and not cls.done:
+                cls.done = True
                 try:
                     import npu_fixes
                 except Exception as exc:

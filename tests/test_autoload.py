@@ -51,10 +51,22 @@ mid = "npu_fixes" in sys.modules
 import torch
 import npu_fixes
 after = {"mid": mid, "npu_fixes": "npu_fixes" in sys.modules, "armed": npu_fixes.registry()._armed,
-         "finders": len([f for f in sys.meta_path if getattr(f, "_npu_fixes_autoload", False)])}
+         "inert": [f.done for f in sys.meta_path if getattr(f, "_npu_fixes_autoload", False)]}
 """)
     assert res["before"] == {"finders": 1, "npu_fixes": False, "wrapt": False}
-    assert res["after"] == {"mid": False, "npu_fixes": True, "armed": True, "finders": 0}
+    assert res["after"] == {"mid": False, "npu_fixes": True, "armed": True, "inert": [True]}
+
+
+def test_pth_never_hides_the_next_finder_from_import_torch(tmp_path):
+    # A tracer's .pth that sorts before ours registers a wrapt post-import hook on torch
+    # (wrapt's finder goes first in sys.meta_path); ours then goes in front of it. The
+    # tracer's hook must still fire when torch imports.
+    (tmp_path / "e_tracer_hook.py").write_text(
+        "import sys, wrapt\n"
+        "wrapt.register_post_import_hook(lambda module: setattr(sys, 'tracer_fired', True), 'torch')\n")
+    (tmp_path / "e_tracer.pth").write_text("import e_tracer_hook\n")
+    res = run_with_pth(tmp_path, "import torch\nafter = getattr(sys, 'tracer_fired', False)")
+    assert res["after"] is True
 
 
 def test_pth_respects_master_switch(tmp_path):
