@@ -2,12 +2,14 @@
 
 from __future__ import annotations
 
+import fnmatch
 import itertools
 
 import pytest
 
 from npu_fixes.fixes.launch_grid import clamped_programs, clamps_grid, presents_one_node
 from tests.conftest import FIXED_UPSTREAM, host_check, wheel_path
+from tests.genuine_states import DEFECTS, PRE_FIX, REFERENCE
 
 # Loaded with NPU_FIXES=0: ``original`` is the untouched target. BATTERY builds real
 # launchers from stand-in binaries over metadata x kernel shape x XBLOCK x core count,
@@ -75,6 +77,10 @@ def battery():
     for (label, meta), kernel, xblock, cores in itertools.product(
             metas.items(), KERNELS, (1, 8, 64), (40, 48)):
         out[f"{label}|{kernel}|{xblock}|{cores}"] = run_case(kernel, meta, xblock, cores)
+    for nodes, xblock, cores in itertools.product((0, 1), (1, 8, 64), (40, 48)):
+        # xnumel only among the extra launcher args (with it in the kernel too it would repeat)
+        meta = {"grid_type": "Grid1D", "npu_num_x_nodes": nodes, "extra_launcher_args": ["xnumel"]}
+        out[f"1D/{nodes}/extra-xnumel|no-xnumel|{xblock}|{cores}"] = run_case("no-xnumel", meta, xblock, cores)
     for a5, nodes in itertools.product((False, True), (0, 1)):
         meta = {"grid_type": "Grid1D", "npu_num_x_nodes": nodes, "npu_dispatch_recipe": RECIPE}
         out[f"recipe/a5={a5}/{nodes}"] = run_case("pointwise", meta, 8, 48, a5)
@@ -95,6 +101,18 @@ result["probe_after"] = fix.probe(m).defective
 """
 
 SEED = "Grid1D/0|pointwise|1|48"
+#: The metadata labels (before the first "|") of the cases the defect covers: zero-node
+#: Grid1D kernels with an xnumel (the recipe only off A5; the no-linearize exact grid loses
+#: to the clamp, as upstream's order has it).
+DEFECT_METAS = {"Grid1D/0", "None/0", "1D/0/store-cubin", "1D/0/extra-arg", "1D/0/no-linearize",
+                "1D/0/rsplit-partial", "recipe/a5=False/0", "1D/0/extra-xnumel"}
+
+
+def in_defect(key: str) -> bool:
+    """Whether the defect covers a battery case: a zero-node Grid1D metadata label, and a
+    pointwise kernel (or, for extra-xnumel, the kernel whose xnumel comes only from there)."""
+    meta, _, rest = key.partition("|")
+    return meta in DEFECT_METAS and (not rest or rest.startswith("pointwise") or meta.endswith("extra-xnumel"))
 
 
 @pytest.fixture(scope="module")
@@ -182,13 +200,10 @@ def test_prefix_copy_is_detected_and_matches_upstream_after_fix(prefix_runs, fix
     assert not mismatched, mismatched[:5]
     # the seed: scalar Grid1D, 0 nodes, xnumel=1 -> 1 program (the old rule gave 48)
     assert before[SEED]["grids"][1] == 48 and after[SEED]["grids"][1] == 1
-    # only zero-node Grid1D metadata changes (the recipe only where it is not A5; the
-    # no-linearize exact grid loses to the clamp, as upstream's order has it)
-    changed = {k.split("|")[0] for k in upstream if before[k] != upstream[k]}
-    assert changed == {"Grid1D/0", "None/0", "1D/0/store-cubin", "1D/0/extra-arg", "1D/0/no-linearize",
-                       "1D/0/rsplit-partial", "recipe/a5=False/0"}
-    assert all(k.split("|")[1].startswith("pointwise") for k in upstream
-               if before[k] != upstream[k] and "|" in k)
+    # only the cases the defect covers change, on every metadata label of it
+    changed = {k for k in upstream if before[k] != upstream[k]}
+    assert {k.split("|")[0] for k in changed} == DEFECT_METAS
+    assert all(in_defect(k) for k in changed)
     assert res["meta_after_error"] == [True, True]
     assert res["undo"] >= 1 and res["restored"] is True
 
@@ -224,3 +239,72 @@ result["grids"] = runner.grids
 """
     res = host_check(prefix_copy("launch-grid"), body)
     assert res == {"state": "applied", "grids": [1, 1, 1]}
+
+
+# -- genuine upstream states ----------------------------------------------------------------
+
+#: Genuine states with this fix's defect, each compared with the reference state.
+DEFECTIVE = tuple(s for s in PRE_FIX if "launch-grid" in DEFECTS[s])
+SCALAR_REDUCTION = (
+    "scalar-reduction-grid: upstream's separate one-program branch for unsplit scalar "
+    "reductions (Grid1D, zero or missing x nodes, R0_BLOCK, no rsplit partial), added in "
+    "95c9094da; launch-grid leaves reductions alone on purpose, so 8bfbb9ed1 keeps one "
+    "program per core for them"
+)
+#: state -> {case pattern: reason} of cases where the repaired state legitimately differs
+#: from REFERENCE (grids and launcher code alike); a state not listed has none.
+LEGITIMATE: dict[str, dict[str, str]] = {
+    "8bfbb9ed1": {f"{meta}|reduction|*": SCALAR_REDUCTION for meta in (
+        "Grid1D/0", "None/0", "Grid1D/None", "None/None",
+        "1D/0/no-linearize", "1D/0/store-cubin", "1D/0/extra-arg")},
+}
+
+
+@pytest.fixture(scope="module")
+def genuine_runs(genuine):
+    """Each defective genuine state and the reference, before and after npu_fixes applies,
+    in one interpreter per state."""
+    body = BATTERY + ENABLE + 'result["battery_after"] = battery()\n'
+    return {s: host_check(genuine(s), body, env={"NPU_FIXES": "0"}) for s in (*DEFECTIVE, REFERENCE)}
+
+
+def listed(patterns: dict[str, str], cases) -> set[str]:
+    """The cases matched by the patterns; each pattern must match at least one case."""
+    found = {p: {k for k in cases if fnmatch.fnmatchcase(k, p)} for p in patterns}
+    assert all(found.values()), [p for p, ks in found.items() if not ks]
+    return set().union(*found.values())
+
+
+def test_genuine_states_cover_the_defect():
+    assert DEFECTIVE == ("8bfbb9ed1", "95c9094da", "f8802037a") and not DEFECTS[REFERENCE]
+
+
+def test_reference_state_is_left_identical(genuine_runs):
+    res = genuine_runs[REFERENCE]
+    assert res["probe_before"] is False and res["probe_after"] is False
+    assert res["state"] == "not-needed" and res["identical"] is True
+    assert res["battery_after"] == res["battery"]
+    assert res["battery"][SEED]["grids"][1] == 1
+
+
+@pytest.mark.parametrize("state", DEFECTIVE)
+def test_genuine_state_is_repaired_like_reference(genuine_runs, state):
+    """Grids and launcher code fingerprints after the repair equal the reference on every
+    case but the listed ones. The fingerprints are comparable here (unlike against the
+    wheel): every genuine state generates the same launcher layout (3.2.x launch hooks, no
+    compat switch), so code differs only where the chosen grid branch does."""
+    res, reference = genuine_runs[state], genuine_runs[REFERENCE]["battery"]
+    assert res["probe_before"] is True and res["state"] == "applied"
+    assert res["identical"] is False and res["probe_after"] is False
+    before, after = res["battery"], res["battery_after"]
+    assert len(reference) > 600 and before.keys() == after.keys() == reference.keys()
+    differing = {k for k in reference if after[k] != reference[k]}
+    assert differing == listed(LEGITIMATE.get(state, {}), reference)
+    assert before[SEED]["grids"][1] == 48 and after[SEED]["grids"][1] == 1
+    # the repair changes exactly the cases the defect covers, on every metadata label of it;
+    # everything else that differed before is a listed difference
+    repaired = {k for k in reference if before[k] != after[k]}
+    assert {k.split("|")[0] for k in repaired} == DEFECT_METAS
+    assert all(in_defect(k) for k in repaired), sorted(k for k in repaired if not in_defect(k))[:5]
+    assert {k for k in reference if before[k] != reference[k]} == repaired | differing
+    assert not repaired & differing
