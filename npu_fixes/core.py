@@ -41,6 +41,7 @@ class State(str, enum.Enum):
     DISABLED = "disabled"  # turned off by the environment
     FAILED = "failed"  # probe or install raised, or the repair did not take; target untouched
     UNDONE = "undone"  # restored by npu_fixes.undo()
+    REPLACED = "replaced"  # was applied, but its target has been replaced since: not repaired
 
 
 @dataclasses.dataclass(frozen=True)
@@ -140,37 +141,60 @@ def one_line(exc: BaseException) -> str:
     return text[0] if text else type(exc).__name__
 
 
-_MISSING = object()  # the original of an added attribute or mapping item
+_MISSING = object()  # the original of an added mapping item
 
 
 @dataclasses.dataclass
 class _Patch:
-    owner: Any  # object (attribute patch) or mapping (item patch)
+    """One change we made: a wrapt wrapper (``handle``), an added attribute or a mapping item."""
+
+    kind: str  # "wrap", "add" or "item"
+    owner: Any  # the object (wrap, add) or the mapping (item)
     name: Any  # attribute name or mapping key
-    original: Any  # _MISSING where we added the item (attributes: see had_own)
-    replacement: Any
-    is_item: bool
-    had_own: bool = True  # attribute lived in owner.__dict__ (else it was inherited)
+    replacement: Any  # what we put there (for "wrap": wrapt's handle)
+    original: Any = _MISSING  # "item" only: the value before us (_MISSING: there was none)
     seq: int = 0  # the patcher's mark when it was made
 
-    def restore(self) -> None:
-        if self.is_item:
-            if self.owner.get(self.name) is not self.replacement:  # a reload may have replaced it
-                return
-            if self.original is _MISSING:
-                del self.owner[self.name]
-            else:
-                self.owner[self.name] = self.original
-        elif self.had_own:
-            setattr(self.owner, self.name, self.original)
-        elif self.name in vars(self.owner):  # inherited before we wrapped it, or added by us
+    def still_ours(self) -> bool:
+        """Whether our change still stands (a reload or another package may have replaced it;
+        a wrapper of ours buried under someone else's still counts)."""
+        import wrapt
+
+        if self.kind == "item":
+            return self.owner.get(self.name, _MISSING) is self.replacement
+        current = inspect.getattr_static(self.owner, self.name, _MISSING)
+        if self.kind == "add":
+            return current is self.replacement
+        return current is not _MISSING and wrapt.is_wrapped_by(current, self.replacement)
+
+    def restore(self) -> bool:
+        """Undo the change where it still stands; return whether anything was restored.
+        Never puts an old object back over a replaced one."""
+        import wrapt
+
+        if not self.still_ours():
+            return False
+        if self.kind == "wrap":  # wrapt splices ours out from under other wrappers
+            try:
+                return wrapt.unwrap_object(self.owner, self.name, self.replacement, missing_ok=True) is not None
+            except wrapt.WrapperNotOutermostError:  # a non-wrapt wrapper holds ours: leave both
+                logger.warning("npu_fixes: cannot unwrap %s.%s: another wrapper sits above ours",
+                               getattr(self.owner, "__name__", self.owner), self.name)
+                return False
+        if self.kind == "add":
             delattr(self.owner, self.name)
+        elif self.original is _MISSING:
+            del self.owner[self.name]
+        else:
+            self.owner[self.name] = self.original
+        return True
 
 
 class Patcher:
-    """Wraps attributes with wrapt (and replaces table entries, adds missing attributes),
-    remembering the true original exactly once so that :meth:`restore` puts back the very
-    same objects (and deletes what it added)."""
+    """Installs wrappers with wrapt's ``wrap_function_wrapper`` and removes exactly those
+    (``unwrap_object`` with the handle: a stale restore is refused, a wrapper stacked on top
+    of ours stays). Also adds missing attributes and replaces mapping items, which wrapt
+    does not do, under the same rule: only what still stands as we left it is restored."""
 
     def __init__(self) -> None:
         self._patches: dict[tuple[int, Any], _Patch] = {}
@@ -187,19 +211,17 @@ class Patcher:
         return self._seq
 
     def wrap(self, owner: Any, attr: str, wrapper: Callable[..., Any]) -> Any:
-        """Replace ``owner.attr`` by a ``wrapt.FunctionWrapper``; applying twice wraps once."""
+        """Wrap ``owner.attr`` with ``wrapper``; applying twice wraps once. Returns wrapt's handle."""
         import wrapt
 
         key = (id(owner), attr)
-        if self.is_wrapped(owner, attr):
-            return self._patches[key].replacement
+        patch = self._patches.get(key)
+        if patch is not None and patch.still_ours():
+            return patch.replacement
         # not ours (first time, or replaced behind our back by a reload): wrap what stands there
-        had_own = attr in vars(owner)
-        original = inspect.getattr_static(owner, attr)
-        wrapped = wrapt.FunctionWrapper(original, wrapper)
-        setattr(owner, attr, wrapped)
-        self._record(key, _Patch(owner, attr, original, wrapped, False, had_own))
-        return wrapped
+        handle = wrapt.wrap_function_wrapper(owner, attr, wrapper)
+        self._record(key, _Patch("wrap", owner, attr, handle))
+        return handle
 
     def wrap_path(self, module: ModuleType, dotted: str, wrapper: Callable[..., Any]) -> Any:
         """:meth:`wrap` for a dotted target inside ``module``."""
@@ -213,38 +235,38 @@ class Patcher:
         if inspect.getattr_static(owner, attr, _MISSING) is not _MISSING:
             raise ValueError(f"{owner!r} already has {attr!r}: wrap it instead of adding it")
         setattr(owner, attr, value)
-        self._record((id(owner), attr), _Patch(owner, attr, _MISSING, value, False, had_own=False))
+        self._record((id(owner), attr), _Patch("add", owner, attr, value))
 
     def set_item(self, mapping: Any, key: Any, value: Any) -> None:
         """``mapping[key] = value``, restorable; the first original is the one kept (a key
         that was missing is deleted again)."""
         patch_key = (id(mapping), key)
         patch = self._patches.get(patch_key)
-        if patch is not None and mapping.get(key) is patch.replacement:
+        if patch is not None and patch.still_ours():
             patch.replacement = value
         else:
-            self._record(patch_key, _Patch(mapping, key, mapping.get(key, _MISSING), value, True))
+            self._record(patch_key, _Patch("item", mapping, key, value, mapping.get(key, _MISSING)))
         mapping[key] = value
 
     def is_wrapped(self, owner: Any, attr: str) -> bool:
-        """Whether ``owner.attr`` is still the object we put there (wrapped or added)."""
+        """Whether our change to ``owner.attr`` still stands."""
         patch = self._patches.get((id(owner), attr))
-        return patch is not None and inspect.getattr_static(owner, attr, None) is patch.replacement
+        return patch is not None and patch.still_ours()
 
     def original(self, owner: Any, attr: str) -> Any:
         """The object that stood at ``owner.attr`` (or ``owner[attr]``) before we patched it."""
-        return self._patches[(id(owner), attr)].original
+        patch = self._patches[(id(owner), attr)]
+        return patch.replacement.__wrapped__ if patch.kind == "wrap" else patch.original
 
     def restore(self) -> int:
-        """Put every original back, newest patch first; return how many were restored."""
-        count = len(self._patches)
-        self.rollback(0)
-        return count
+        """Undo every change that still stands, newest first; return how many were undone."""
+        return self.rollback(0)
 
-    def rollback(self, mark: int) -> None:
-        """Undo the patches made since :meth:`mark` returned ``mark``, newest first."""
-        for key in [k for k, patch in self._patches.items() if patch.seq >= mark][::-1]:
-            self._patches.pop(key).restore()
+    def rollback(self, mark: int) -> int:
+        """Undo the changes made since :meth:`mark` returned ``mark``, newest first; return
+        how many still stood and were undone."""
+        keys = [k for k, patch in self._patches.items() if patch.seq >= mark]
+        return sum(self._patches.pop(key).restore() for key in reversed(keys))
 
     def __len__(self) -> int:
         return len(self._patches)
@@ -264,6 +286,49 @@ def disabled_names(environ: dict[str, str] | None = None) -> tuple[bool, set[str
     return master_off, names & set(FIX_NAMES), unknown
 
 
+class _ReloadWatcher:
+    """Meta-path finder that sees ``importlib.reload`` of the fix modules (importlib passes
+    the module being reloaded as ``target``; a first import passes None, and wrapt's
+    post-import hooks cover that) and calls ``callback(module)`` once its code ran again.
+    Everything else it leaves to the finders behind it."""
+
+    def __init__(self, names: set[str], callback: Callable[[ModuleType], None]) -> None:
+        self.names, self.callback = names, callback
+        self._busy = threading.local()
+
+    def find_spec(self, name: str, path: Any = None, target: Any = None) -> Any:
+        if target is None or name not in self.names or getattr(self._busy, "on", False):
+            return None
+        self._busy.on = True
+        try:
+            spec = next((found for finder in list(sys.meta_path) if finder is not self
+                         and (found := getattr(finder, "find_spec", lambda *a: None)(name, path, target))),
+                        None)
+        finally:
+            self._busy.on = False
+        if spec is None or not hasattr(spec.loader, "exec_module"):
+            return spec
+        spec.loader = _NotifyingLoader(spec.loader, self.callback)
+        return spec
+
+
+class _NotifyingLoader:
+    """A module's own loader that calls ``callback(module)`` after executing it."""
+
+    def __init__(self, loader: Any, callback: Callable[[ModuleType], None]) -> None:
+        self._loader, self._callback = loader, callback
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self._loader, name)
+
+    def create_module(self, spec: Any) -> Any:
+        return self._loader.create_module(spec)
+
+    def exec_module(self, module: ModuleType) -> None:
+        self._loader.exec_module(module)
+        self._callback(module)
+
+
 class Registry:
     """Evaluates fixes when their modules import, and keeps one record per fix."""
 
@@ -278,6 +343,7 @@ class Registry:
         self._armed = False
         self._hooks_registered: set[str] = set()
         self._warned_env = False
+        self._watcher: _ReloadWatcher | None = None
 
     # -- environment -----------------------------------------------------------------
     def _switches(self) -> tuple[bool, set[str]]:
@@ -304,7 +370,11 @@ class Registry:
                     rec.state, rec.detail = State.DISABLED, f"{ENV_MASTER}=0"
                 return
             self._armed = True
-            for module_name in {fix.module for fix in self.fixes.values()}:
+            names = {fix.module for fix in self.fixes.values()}
+            if self._watcher is None:  # backend reloads get the repairs again
+                self._watcher = _ReloadWatcher(names, self._on_import)
+                sys.meta_path.insert(0, self._watcher)
+            for module_name in names:
                 if module_name not in self._hooks_registered:
                     self._hooks_registered.add(module_name)
                     wrapt.register_post_import_hook(self._on_import, module_name)
@@ -421,5 +491,12 @@ class Registry:
                     rec.state, rec.detail = State.ABSENT, detail
 
     def status(self) -> list[FixRecord]:
+        """One record per fix; an applied fix whose target no longer holds our repair (replaced
+        outside a reload we saw, or its module object swapped) is reported ``replaced``."""
         with self._lock:
+            for fix in self.fixes.values():
+                rec, module = self.records[fix.name], sys.modules.get(fix.module)
+                if rec.state is State.APPLIED and not (module and self._targets_still_ours(fix, module)):
+                    rec.state = State.REPLACED
+                    rec.detail = "its target was replaced after the repair; npu_fixes.apply() repairs it again"
             return [dataclasses.replace(rec) for rec in self.records.values()]

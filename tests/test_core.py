@@ -312,6 +312,7 @@ def test_reload_replacing_a_wrapped_function_is_wrapped_again(make_module):
     reg = Registry([make_fix(mod.__name__)])
     reg.arm()
     first = mod.decide
+    reg.disarm()  # not re-applied at the reload itself
     importlib.reload(mod)  # a backend reload: new function objects in the same module
     fresh = mod.decide
     assert fresh is not first and not hasattr(fresh, "__wrapped__")
@@ -357,3 +358,51 @@ def test_failed_reinstall_after_a_reload_is_rolled_back(make_module):
     rec = reg.status()[0]
     assert rec.state is State.FAILED and "second install exploded" in rec.detail
     assert mod.decide is fresh  # left as the reload made it, not still patched
+
+
+def test_reload_gets_the_repair_again_without_apply(make_module):
+    mod = importlib.import_module(make_module("reload_watched", TARGET_SOURCE))
+    reg = Registry([make_fix(mod.__name__)])
+    reg.arm()
+    try:
+        importlib.reload(mod)  # new function objects; wrapt's one-shot hook does not fire again
+        assert mod.decide(50) is False and hasattr(mod.decide, "__wrapped__")
+        assert reg.status()[0].state is State.APPLIED and reg.patcher.is_wrapped(mod, "decide")
+    finally:
+        reg.undo()
+
+
+def test_status_says_replaced_when_a_target_is_swapped_behind_our_back(make_module):
+    mod = importlib.import_module(make_module("swapped_target", TARGET_SOURCE))
+    reg = Registry([make_fix(mod.__name__)])
+    reg.arm()
+    mod.decide = lambda x: x > 1  # not a reload: nothing re-applies
+    assert reg.status()[0].state is State.REPLACED
+    reg.apply()
+    assert reg.status()[0].state is State.APPLIED and mod.decide(50) is False
+
+
+def test_undo_after_a_reload_never_restores_stale_objects(make_module):
+    mod = importlib.import_module(make_module("undo_after_reload", TARGET_SOURCE))
+    reg = Registry([make_fix(mod.__name__)])
+    reg.arm()
+    reg.disarm()  # reloads are no longer repaired
+    importlib.reload(mod)
+    fresh = mod.decide
+    reg.undo()
+    assert mod.decide is fresh  # the pre-reload function is not put back
+
+
+def test_undo_splices_ours_out_from_under_another_wrapper(make_module):
+    import wrapt
+
+    mod = importlib.import_module(make_module("stacked_wrappers", TARGET_SOURCE))
+    original = mod.decide
+    reg = Registry([make_fix(mod.__name__)])
+    reg.arm()
+    calls = []
+    theirs = wrapt.wrap_function_wrapper(mod, "decide", lambda w, i, a, k: calls.append(1) or w(*a, **k))
+    assert mod.decide(50) is False
+    reg.undo()
+    assert mod.decide is theirs and theirs.__wrapped__ is original  # theirs kept, ours gone
+    assert mod.decide(50) is True and len(calls) == 2

@@ -31,10 +31,15 @@ print(json.dumps({"states": {r.name: r.state.value for r in npu_fixes.status() i
                   "pristine": pristine, "same_objects": same_objects}))
 """
 
-# What ``triton_experimental._activate()`` does to the lowering module (a fresh interpreter:
-# Inductor's own table takes the fallbacks for real).
+# ``triton_experimental._activate()`` runs the registration. Here it fills a private copy of
+# Inductor's lowering table (stock Inductor on CPU rejects some of the NPU fallbacks next to
+# its decompositions), and the module keeps that state: FALLBACK_LIST filled, table in place.
 ACTIVATE = """
-loaded.modules["lowering"]._register_npu_inductor_fallbacks()
+low = loaded.modules["lowering"]
+low.lowerings = dict(low.lowerings)
+low.make_fallback = lambda *a, **k: None
+low._register_npu_inductor_fallbacks()
+assert low.FALLBACK_LIST
 """
 
 SNAPSHOT = backend_targets_code() + """
@@ -88,3 +93,26 @@ def test_genuine_state_same_state_every_order(genuine, state, tmp_path):
         assert res["pristine"] == {n: n not in needed for n in res["pristine"]}, (order, res)
         if res["same_objects"] is not None:
             assert res["same_objects"] == {n: n not in needed for n in res["same_objects"]}, (order, res)
+
+
+def test_backend_reload_gets_the_repairs_again(genuine):
+    """``importlib.reload`` of the launcher module of a pre-fix state: the fresh code is
+    repaired again at once, and status() says so only because the probes agree."""
+    res = last_json(run_python("import sys\n" + STANDALONE_HOST + f"""
+import importlib, json
+loaded = host.load({str(genuine("8bfbb9ed1"))!r})
+import npu_fixes
+from npu_fixes.fixes import boundary_downcast, launch_grid
+m = loaded.modules["npu_triton_heuristics"]
+before = m.NPUTritonCompileResult
+fresh = importlib.reload(m)
+states = {{r.name: r.state.value for r in npu_fixes.status()}}
+print(json.dumps({{"new_class": fresh.NPUTritonCompileResult is not before,
+                   "launch-grid": [states["launch-grid"], launch_grid.probe(fresh).defective],
+                   "boundary-downcast": [states["boundary-downcast"], boundary_downcast.probe(fresh).defective],
+                   "undone": npu_fixes.undo(),
+                   "grid_after_undo": launch_grid.probe(fresh).defective}}))
+"""))
+    assert res["new_class"] is True
+    assert res["launch-grid"] == ["applied", False] and res["boundary-downcast"] == ["applied", False]
+    assert res["undone"] >= 2 and res["grid_after_undo"] is True  # undo reaches the reloaded code
