@@ -12,7 +12,10 @@
   launcher and launch it once; the module's dict globals are restored afterwards).
 - **Fix**: the wrapper is rebuilt from :func:`boundary_role`: pure outputs get a fresh
   empty narrow temporary, in/out and mutated arguments a narrow copy of their input, and
-  both are copied back into the original buffer after the launch; input-only arguments
+  both are copied back into the original buffer after the launch, in argument order (as
+  upstream's fix does: where two written arguments share a buffer, the later one's
+  result is what the buffer keeps); temporaries keep the compiled strides of views with
+  gaps (upstream's make them contiguous); input-only arguments
   keep the module's memoised cast, except during graph capture, when nothing is cached.
   Launchers without ``_npu_def_args``, with nothing to cast, or called with too few
   positional arguments behave as upstream's. With ``NPU_FIXES_CHECK_DOWNCAST=1`` (read
@@ -156,8 +159,9 @@ def wrap_launcher(
         return launcher
 
     n_def = len(def_args)
-    outputs = [(i, wide, narrow) for i, _, wide, narrow, role in plan if role is Role.OUTPUT]
-    in_outs = [(i, n, wide, narrow) for i, n, wide, narrow, role in plan if role is Role.IN_OUT]
+    # Written arguments in argument order: their write-backs run in that order.
+    written = [(i, n, wide, narrow, role is Role.IN_OUT) for i, n, wide, narrow, role in plan
+               if role is not Role.INPUT]
     inputs = [(i, n, wide, narrow) for i, n, wide, narrow, role in plan if role is Role.INPUT]
     checking = check_enabled()
     detector = capture_detector() if inputs else None
@@ -169,19 +173,13 @@ def wrap_launcher(
             return launcher(*args, stream=stream, **kwargs)
         new_args: list[Any] | None = None
         writebacks = []
-        for i, wide, narrow in outputs:
+        for i, name, wide, narrow, keep in written:
             a = args[i]
             if isinstance(a, Tensor) and a.dtype == wide:
-                new_args = new_args or list(args)
-                new_args[i] = tmp = narrow_like(a, narrow, keep_values=False)
-                writebacks.append((a, tmp))
-        for i, name, wide, narrow in in_outs:
-            a = args[i]
-            if isinstance(a, Tensor) and a.dtype == wide:
-                if checking:
+                if keep and checking:
                     check_fits(a, narrow, name, kernel)
                 new_args = new_args or list(args)
-                new_args[i] = tmp = narrow_like(a, narrow, keep_values=True)
+                new_args[i] = tmp = narrow_like(a, narrow, keep_values=keep)
                 writebacks.append((a, tmp))
         if inputs:
             capturing = detector is not None and _capturing(detector)

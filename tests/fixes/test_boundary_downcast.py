@@ -16,28 +16,44 @@ from npu_fixes.fixes.boundary_downcast import (
     narrow_like,
 )
 from tests.conftest import FIXED_UPSTREAM, host_check, wheel_path
+from tests.genuine_states import DEFECTS, PRE_FIX, REFERENCE
+
+FIX = "boundary-downcast"
+#: Genuine pre-fix states with this fix's defect.
+DEFECTIVE = tuple(state for state in PRE_FIX if FIX in DEFECTS[state])
 
 # Loaded with NPU_FIXES=0: ``original`` is the untouched target. BATTERY wraps recording
 # launchers (which record what they see, then write their outputs the way a kernel would)
-# over argument roles, dtypes and pass-through cases, and records kernel-seen values,
-# post-launch buffers, identities and copied attributes. ENABLE then arms npu_fixes.
+# over argument roles, dtypes and pass-through cases, and records kernel-seen values (and
+# strides where layouts matter), post-launch buffers, returns and raised errors, identities,
+# copied attributes, input-memo use (entries, reused casts) with memo invalidation, the
+# dedup switch and graph capture, wrap-time keywords, launch kwargs and extra positionals,
+# aliased arguments. ENABLE then arms npu_fixes.
 BATTERY = """
 import torch
+from types import SimpleNamespace as NS
+from unittest import mock
 from npu_fixes.fixes import boundary_downcast as fix
 m = mods["npu_triton_heuristics"]
 original = m._wrap_launcher_with_downcast
 ATTRS = {"config": "cfg", "runnable": True, "n_regs": 7, "n_spills": 0, "shared": 64,
          "store_cubin": False, "cache_hash": "h", "def_args": ["d"], "call_args": ["c"]}
 
-def recording(def_args, mutated=(), attrs=True):
-    log = []
+def triton_poi_fused_0():
+    pass
+
+def recording(def_args, mutated=(), attrs=True, strides=False, raises=False):
+    log, objs = [], []
     def launcher(*args, stream=None, **kwargs):
         seen = {"stream": stream, "kwargs": sorted(kwargs), "nargs": len(args)}
+        objs.append(args)
         for name, a in zip(def_args, args):
             if not isinstance(a, torch.Tensor):
                 seen[name] = repr(a)
                 continue
             seen[name] = [str(a.dtype)] + ([] if name.startswith("out_ptr") else [a.tolist()])
+            if strides:
+                seen[name].append(list(a.stride()))
             if name.startswith("out_ptr"):
                 a.copy_(torch.arange(a.numel()).reshape(a.shape) + 3)
             elif name.startswith("in_out_ptr"):
@@ -45,23 +61,47 @@ def recording(def_args, mutated=(), attrs=True):
             elif name in mutated:
                 a.add_(2)
         log.append(seen)
+        if raises:
+            raise RuntimeError("kernel failed after writing")
         return "ret"
     launcher._npu_def_args = list(def_args)
+    launcher.objs = objs
     if attrs:
         for k, v in ATTRS.items():
             setattr(launcher, k, v)
     return launcher, log
 
-def launch(def_args, downcast, mutated, calls):
-    launcher, log = recording(def_args, mutated)
-    wrapped = m._wrap_launcher_with_downcast(launcher, downcast, mutated)
+def describe(value):
+    return getattr(value, "__qualname__", value) if callable(value) else value
+
+def launch(def_args, downcast, mutated, calls, between=None, keywords=False, setup=None, **options):
+    launcher, log = recording(def_args, mutated, **options)
+    if setup:
+        setup(launcher)
+    memo_before = len(m._downcast_memo)
+    if keywords:
+        wrapped = m._wrap_launcher_with_downcast(launcher, downcast_args=downcast, mutated_arg_names=set(mutated))
+    else:
+        wrapped = m._wrap_launcher_with_downcast(launcher, downcast, mutated)
     out = {"same_object": wrapped is launcher,
-           "attrs": {k: getattr(wrapped, k, None) for k in [*ATTRS, "_npu_def_args", "fn", "bin"]},
+           "attrs": {k: describe(getattr(wrapped, k, None)) for k in [*ATTRS, "_npu_def_args", "fn", "bin"]},
+           "attr_names": sorted(k for k in vars(wrapped) if k != "objs"),
            "returns": [], "buffers": []}
     for args, kwargs in calls:
-        out["returns"].append(wrapped(*args, **kwargs))
+        try:
+            out["returns"].append(wrapped(*args, **kwargs))
+        except Exception as exc:  # what reaches the caller
+            out["returns"].append(f"raised {type(exc).__name__}: {exc}")
         out["buffers"].append([[str(a.dtype), a.tolist()] if isinstance(a, torch.Tensor) else repr(a)
                                for a in args])
+        if between:
+            between()
+    # input caching: memo entries added while the sources are alive, and which kernel
+    # arguments of each later launch are the very objects of the first one
+    out["memo"] = len(m._downcast_memo) - memo_before
+    first = launcher.objs[0] if launcher.objs else ()
+    out["reused"] = [[name for name, a, b in zip(def_args, first, later) if isinstance(a, torch.Tensor) and a is b]
+                     for later in launcher.objs[1:]]
     out["seen"] = log
     return out
 
@@ -71,6 +111,10 @@ def t(values, dtype=torch.int64):
 ALL = ["in_ptr0", "in_out_ptr0", "out_ptr0", "in_ptr1", "xnumel"]
 I64 = {n: "*i64" for n in ALL[:4]}
 F64 = {n: "*fp64" for n in ALL[:4]}
+THREE = ["in_ptr0", "in_out_ptr0", "out_ptr0", "xnumel"]
+
+def grid():
+    return t(list(range(24))).view(4, 6)
 
 def battery():
     r = {}
@@ -88,14 +132,48 @@ def battery():
                                    [((t([9, 9, 9]), 3), {})])
     r["repeat-input-memo"] = launch(["in_ptr0", "out_ptr0", "xnumel"], {"in_ptr0": "*i64", "out_ptr0": "*i64"}, [],
                                     [((src, t([0, 0]), 2), {}) for src in [t([4, 5])] * 3])
+    src = t([4, 5])
+    r["memo-invalidated"] = launch(["in_ptr0", "out_ptr0", "xnumel"], {"in_ptr0": "*i64", "out_ptr0": "*i64"}, [],
+                                   [((src, t([0, 0]), 2), {}) for _ in range(3)], between=lambda: src.add_(10))
+    eps = t(1e-6, torch.float64)  # a 0-d fp64 scalar shared by launches (RMSNorm eps)
+    r["scalar-0d-memo"] = launch(["in_ptr0", "out_ptr0", "xnumel"], {"in_ptr0": "*fp64", "out_ptr0": "*fp64"}, [],
+                                 [((eps, t([0.0], torch.float64), 1), {}) for _ in range(2)])
+    with mock.patch.object(m, "npu_dedup_downcast", False):
+        r["dedup-off"] = launch(["in_ptr0", "out_ptr0", "xnumel"], {"in_ptr0": "*i64", "out_ptr0": "*i64"}, [],
+                                [((src, t([0, 0]), 2), {}) for _ in range(2)])
+    capturing, captured_src = NS(is_current_stream_capturing=lambda: True), t([4, 5])
+    with mock.patch.object(torch, "npu", capturing, create=True):  # the accelerator's capture test
+        r["graph-capture"] = launch(["in_ptr0", "in_out_ptr0", "xnumel"], {"in_ptr0": "*i64", "in_out_ptr0": "*i64"},
+                                    [], [((captured_src, t([1, 2]), 2), {}) for _ in range(2)])
     r["wrong-dtype-passes"] = launch(ALL, I64, [], [((t([1], torch.int32), t([2], torch.int32), t([0], torch.int32),
                                                       t([3], torch.int32), 1), {})])
     r["non-tensor"] = launch(ALL, I64, [], [((None, 5, None, 7, 1), {})])
     r["too-few-args"] = launch(ALL, I64, [], [((t([1]), t([2])), {"stream": 2})])
+    r["extra-positional"] = launch(["in_out_ptr0", "xnumel"], {"in_out_ptr0": "*i64"}, [],
+                                   [((t([1, 2]), 2, t([8, 9]), "extra"), {"stream": 4})])
     r["extra-kwargs"] = launch(["in_out_ptr0", "xnumel"], {"in_out_ptr0": "*i64"}, [],
                                [((t([1, 2]), 2), {"stream": 5, "benchmark": True})])
+    r["keyword-wrap"] = launch(["in_ptr0", "in_out_ptr0", "xnumel"], {"in_ptr0": "*i64", "in_out_ptr0": "*i64"},
+                               ["in_ptr0"], [((t([1, 2]), t([3, 4]), 2), {})], keywords=True)
     r["not-in-map"] = launch(ALL, {"in_ptr0": "*i32", "out_ptr0": "*fp16"}, [], [((t([1]), t([1]), t([1]), t([1]), 1), {})])
     r["no-downcast-args"] = launch(ALL, {}, [], [])
+    r["empty"] = launch(THREE, {n: "*i64" for n in THREE[:3]}, [], [((t([]), t([]), t([]), 0), {})])
+    r["transposed"] = launch(THREE, {n: "*i64" for n in THREE[:3]}, [],
+                             [((grid().t(), grid().t(), grid().t(), 24), {})], strides=True)
+    r["gapped-views"] = launch(THREE, {n: "*i64" for n in THREE[:3]}, [],
+                               [((grid()[:, ::2], grid()[:, ::2], grid()[:, ::2], 12), {})], strides=True)
+    aliased = t([7, 8])
+    r["aliased-written"] = launch(["in_out_ptr0", "out_ptr0", "xnumel"], {"in_out_ptr0": "*i64", "out_ptr0": "*i64"},
+                                  [], [((aliased, aliased, 2), {})])
+    aliased_in = t([7, 8])
+    r["aliased-input"] = launch(["in_ptr0", "in_out_ptr0", "xnumel"], {"in_ptr0": "*i64", "in_out_ptr0": "*i64"},
+                                [], [((aliased_in, aliased_in, 2), {})])
+    r["launcher-raises"] = launch(THREE, {n: "*i64" for n in THREE[:3]}, [],
+                                  [((t([1]), t([2]), t([9]), 1), {})], raises=True)
+    def fn_and_bin(launcher):
+        launcher.fn, launcher.bin = triton_poi_fused_0, "compiled-binary"
+    r["fn-bin-attrs"] = launch(["in_out_ptr0", "xnumel"], {"in_out_ptr0": "*i64"}, [], [((t([1]), 1), {})],
+                               setup=fn_and_bin)
     bare, _ = recording(ALL, attrs=False)
     del bare._npu_def_args
     r["no-def-args"] = m._wrap_launcher_with_downcast(bare, I64, []) is bare
@@ -178,6 +256,35 @@ def fixed_runs():
     return {v: host_check(wheel_path(v), BATTERY + ENABLE, env={"NPU_FIXES": "0"}) for v in FIXED_UPSTREAM}
 
 
+@pytest.fixture(scope="module")
+def genuine_runs(genuine):
+    """The battery at each genuine state with the defect, before and after npu_fixes
+    applies (one interpreter per state), and at REFERENCE, where it must stay unrepaired."""
+    body = BATTERY + ENABLE + "result['battery_after'] = battery()\n"
+    return {state: host_check(genuine(state), body, env={"NPU_FIXES": "0"}) for state in (*DEFECTIVE, REFERENCE)}
+
+
+#: The launcher attributes that every state's wrapper copies onto its wrapper.
+UPSTREAM_COPIED_ATTRS = ("config", "runnable", "n_regs", "n_spills", "shared", "store_cubin",
+                         "fn", "bin", "def_args", "call_args", "_npu_def_args", "cache_hash")
+
+#: Battery cases where our repaired wrapper deliberately differs from upstream's fixed one
+#: (5ff81d9c5, and the same function in the 2.13.0/2.14.0 wheels). Every other case,
+#: including each wrapper attribute, the input memo, kwargs and extra arguments, must match.
+#: The pre-fix states' ``_wrap_launcher_with_downcast`` differs from 5ff81d9c5's only in the
+#: defect (``preserve_input``), and ``_memoized_downcast``/``_DTYPE_DOWNCAST_MAP`` are the
+#: same text at every state, so no case differs because of other code of a state.
+DIFFERS_FROM_UPSTREAM_FIX = {
+    "gapped-views": "a view with gaps (x[:, ::2], strides (6, 2)) keeps its strides in the narrow "
+                    "temporaries; upstream's .to()/empty_like()/memoised cast make them contiguous "
+                    "(3, 1), which the kernel, compiled for (6, 2), addresses wrongly; such an input "
+                    "is therefore not memoised either",
+    "graph-capture": "while the accelerator captures a graph, input casts are not memoised (a cast "
+                     "made in capture lives in the graph's pool and is rewritten by replays); "
+                     "upstream memoises during capture too",
+}
+
+
 # -- the rule ------------------------------------------------------------------------------
 
 
@@ -249,17 +356,74 @@ def test_fixed_upstream_is_left_identical(fixed_runs, version):
     check_battery(res["battery"])
 
 
+def differing(battery: dict, reference: dict) -> set[str]:
+    assert battery.keys() == reference.keys()
+    return {case for case in reference if battery[case] != reference[case]}
+
+
 def test_prefix_copy_is_detected_and_matches_upstream_after_fix(prefix_runs, fixed_runs):
     res = prefix_runs
     assert res["probe_before"] is True and res["state"] == "applied"
     assert res["identical"] is False and res["probe_after"] is False
     before, after = res["battery"], res["battery_after"]
     for version in FIXED_UPSTREAM:
-        assert after == fixed_runs[version]["battery"]
+        assert differing(after, fixed_runs[version]["battery"]) == DIFFERS_FROM_UPSTREAM_FIX.keys()
     check_battery(after)
     # the seed's symptom before the fix: the in/out buffer's contents never reach the kernel
     assert before["fastnlp"]["seen"][0]["in_out_ptr0"] != ["torch.int32", [474] * 4]
     assert res["undo"] >= 1 and res["restored"] is True
+
+
+# -- genuine states: the code our users run --------------------------------------------------
+
+
+def test_reference_state_is_left_identical(genuine_runs, fixed_runs):
+    res = genuine_runs[REFERENCE]
+    assert res["probe_before"] is False and res["probe_after"] is False
+    assert res["state"] == "not-needed" and res["identical"] is True
+    assert res["battery_after"] == res["battery"]
+    check_battery(res["battery"])
+    for version in FIXED_UPSTREAM:  # the same function as the published wheels
+        assert res["battery"] == fixed_runs[version]["battery"]
+
+
+@pytest.mark.parametrize("state", DEFECTIVE)
+def test_genuine_state_is_repaired_to_reference(genuine_runs, state):
+    res, reference = genuine_runs[state], genuine_runs[REFERENCE]["battery"]
+    assert res["probe_before"] is True and res["state"] == "applied"
+    assert res["identical"] is False and res["probe_after"] is False
+    before, after = res["battery"], res["battery_after"]
+    assert differing(after, reference) == DIFFERS_FROM_UPSTREAM_FIX.keys()
+    check_battery(after)
+    # the defect at this state: in/out and mutated buffers lose their input
+    assert before["fastnlp"]["seen"][0]["in_out_ptr0"] != ["torch.int32", [474] * 4]
+    assert {"fastnlp", "roles-i64", "roles-f64", "keyword-wrap"} <= differing(before, reference)
+    # what the old wrapper did besides the defect is kept: memo, pass-throughs, attributes
+    for case in ("repeat-input-memo", "memo-invalidated", "scalar-0d-memo", "dedup-off",
+                 "wrong-dtype-passes", "non-tensor", "too-few-args", "not-in-map", "no-def-args"):
+        assert before[case] == after[case] == reference[case], case
+    assert after["repeat-input-memo"]["reused"] == [["in_ptr0"]] * 2
+    assert after["fn-bin-attrs"]["attr_names"] == sorted(UPSTREAM_COPIED_ATTRS)
+    assert after["fn-bin-attrs"]["attrs"]["fn"] == "triton_poi_fused_0"
+
+
+def test_aliased_written_arguments_write_back_in_argument_order(genuine_runs, fixed_runs):
+    """in_out_ptr0 and out_ptr0 on one buffer: the later argument's result stays, as in
+    upstream's fix (the repair once wrote all outputs back before all in/outs)."""
+    for res in (*(genuine_runs[s]["battery_after"] for s in DEFECTIVE), genuine_runs[REFERENCE]["battery"]):
+        assert res["aliased-written"]["buffers"] == [[["torch.int64", [3, 4]], ["torch.int64", [3, 4]], "2"]]
+
+
+def test_listed_differences_are_what_they_say(genuine_runs):
+    for state in DEFECTIVE:
+        ours, upstream = genuine_runs[state]["battery_after"], genuine_runs[REFERENCE]["battery"]
+        gapped = [ours["gapped-views"]["seen"][0][n][-1] for n in ("in_ptr0", "in_out_ptr0", "out_ptr0")]
+        assert gapped == [[6, 2]] * 3
+        assert [upstream["gapped-views"]["seen"][0][n][-1] for n in ("in_ptr0", "in_out_ptr0", "out_ptr0")] == [[3, 1]] * 3
+        assert ours["gapped-views"]["buffers"] == upstream["gapped-views"]["buffers"]
+        assert ours["graph-capture"]["reused"] == [[]] and upstream["graph-capture"]["reused"] == [["in_ptr0"]]
+        for case in DIFFERS_FROM_UPSTREAM_FIX:
+            assert {k for k in ours[case] if ours[case][k] != upstream[case][k]} <= {"seen", "memo", "reused"}
 
 
 def test_capture_mode_keeps_no_module_cache(prefix_runs):

@@ -11,6 +11,11 @@ from torch._inductor.utils import sympy_index_symbol
 
 from npu_fixes.fixes.dualview_fold import lookalikes, registered_symbols, reregister
 from tests.conftest import FIXED_UPSTREAM, host_check, wheel_path
+from tests.genuine_states import DEFECTS, PRE_FIX, REFERENCE
+
+FIX = "dualview-fold"
+#: Genuine pre-fix states with this fix's defect.
+DEFECTIVE = tuple(state for state in PRE_FIX if FIX in DEFECTS[state])
 
 # Folds a battery of addresses with the live method (gate on) and reports each result as
 # ``srepr`` (which spells out symbol assumptions); the seed case also reports whether its
@@ -76,9 +81,11 @@ def battery():
                    "integer": sym.is_integer, "nonnegative": sym.is_nonnegative}
     return out
 
+extra = globals().get("extra") or (lambda stage: None)  # a body may run more at each stage
 original = vars(Kernel)[NAME]
 result["probe_before"] = fix.probe(mod).defective
 result["before"] = battery()
+extra("before")
 import npu_fixes
 del os.environ["NPU_FIXES"]
 npu_fixes.apply()
@@ -86,8 +93,61 @@ result["state"] = {r.name: r.state.value for r in npu_fixes.status()}["dualview-
 result["identical"] = vars(Kernel)[NAME] is original
 result["probe_after"] = fix.probe(mod).defective
 result["after"] = battery()
+extra("after")
 result["undo"] = npu_fixes.undo()
 result["restored"] = vars(Kernel)[NAME] is original
+"""
+# The seed address through the whole ``NPUTritonKernel.prepare_indexing`` of the state,
+# as codegen calls it (linearize on), on a stand-in kernel: Inductor's base
+# ``prepare_indexing`` and every NPU rewrite run for real, then the result goes through
+# ``TritonSymbols.get_block_shape``, where the unregistered symbol fails for real users.
+THROUGH_PREPARE = """
+import sympy
+from types import SimpleNamespace as NS
+from unittest import mock
+from torch._inductor.codegen.triton import TritonSymbols
+from torch._inductor.sizevars import SizeVarAllocator
+from torch._inductor.virtualized import V
+from torch._inductor.utils import sympy_index_symbol as isym
+Kernel = mods["codegen.triton"].NPUTritonKernel
+
+class PNode:
+    def __init__(self, name, divisor, length):
+        self.name, self.divisor, self.length = name, sympy.Integer(divisor), sympy.Integer(length)
+    def symbol(self):
+        return isym(self.name)
+    def precomputed_args(self):
+        return []
+    def codegen(self):
+        pass
+
+def through_prepare():
+    nodes = [PNode("r0_1", 1, 2048), PNode("r0_2", 1, 512), PNode("r0_3", 512, 4)]
+    tree = NS(is_reduction=True, nodes={n.name: n for n in nodes}, numel=sympy.Integer(2048),
+              var_list=[n.symbol() for n in nodes], var_ranges={n.symbol(): n.length for n in nodes},
+              tensor_dim=None)
+    for n in nodes:
+        n.root = tree
+    k = object.__new__(Kernel)
+    k.range_trees, k.range_tree_nodes = [tree], {n.symbol(): n for n in nodes}
+    k.inside_reduction, k._axis_split_subs = True, {}
+    k.simplify_indexing, k.triton_tensor_ndim = (lambda e: e), (lambda: 1)
+    module = mods["codegen.triton"]
+    out = {"canonicalises": hasattr(Kernel, "_canonicalize_range_symbols")}
+    with mock.patch.object(module, "triton_codegen_linearize", True), \\
+            mock.patch.object(module.ncfg, "fold_dualview_rnode", True), \\
+            V.set_graph_handler(NS(sizevars=SizeVarAllocator())), V.set_kernel_handler(k):
+        index = Kernel.prepare_indexing(k, isym("r0_2") + 512 * isym("r0_3"))
+        out["index"] = sympy.srepr(index)
+        out["registered"] = all(k.range_tree_nodes.get(s) is not None for s in index.free_symbols)
+        try:
+            out["block_shape"] = list(TritonSymbols.get_block_shape(index))
+        except AssertionError as exc:
+            out["block_shape"] = str(exc)
+    return out
+
+def extra(stage):
+    result["prepare_" + stage] = through_prepare()
 """
 OFF = {"NPU_FIXES": "0"}  # armed only by npu_fixes.apply() in the body, after the probe
 GOOD_SEED = {"name": "r0_1", "equal": True, "hash": True, "lookup": True,
@@ -102,6 +162,27 @@ def fixed_results() -> dict[str, dict]:
 @pytest.fixture(scope="module")
 def prefix_result(prefix_copy) -> dict:
     return host_check(prefix_copy("dualview-fold"), BATTERY, env=OFF)
+
+
+@pytest.fixture(scope="module")
+def genuine_results(genuine) -> dict[str, dict]:
+    """The battery (and the seed through prepare_indexing) at each genuine state with the
+    defect, before and after npu_fixes applies (one interpreter per state), and at
+    REFERENCE, where it must stay unrepaired."""
+    return {state: host_check(genuine(state), THROUGH_PREPARE + BATTERY, env=OFF)
+            for state in (*DEFECTIVE, REFERENCE)}
+
+
+#: Battery cases where a repaired state's fold differs from REFERENCE's. None: at every
+#: pre-fix state ``_fold_dualview_reduction_index`` differs from 5ff81d9c5's only in the
+#: defect (``sympy.Symbol(inner.name)`` where 5ff81d9c5 has ``inner.symbol()``).
+DIFFERS_FROM_REFERENCE: dict[str, str] = {}
+
+#: States whose ``prepare_indexing`` canonicalises range symbols by name right after the
+#: fold (``_canonicalize_range_symbols``, from 95c9094da on): there codegen never sees the
+#: fold's plain symbol, so users do not hit "Unregistered range symbol" although the fold
+#: itself (what the probe tests) is still defective.
+HIDDEN_BY_CANONICALISATION = {"95c9094da", "f8802037a"}
 
 
 # -- the rule ---------------------------------------------------------------------------
@@ -203,3 +284,51 @@ def test_prefix_repaired_matches_fixed_upstream(prefix_result, fixed_results):
     changed = {case for case in fixed if before[case] != fixed[case]}
     assert {"distilbert", "with-x", "deep", "two-trees"} <= changed
     assert "flat-present" not in changed and "plain-in-input" not in changed
+
+
+# -- genuine states: the code our users run ----------------------------------------------
+REGISTERED_SEED = {"canonicalises": True, "index": "Symbol('r0_1', integer=True, nonnegative=True)",
+                   "registered": True, "block_shape": []}
+
+
+def test_reference_state_is_left_identical(genuine_results, fixed_results):
+    res = genuine_results[REFERENCE]
+    assert res["probe_before"] is False and res["probe_after"] is False
+    assert res["state"] == "not-needed" and res["identical"] and res["restored"] and res["undo"] == 0
+    assert res["before"] == res["after"] == fixed_results["2.13.0"]["after"]
+    assert res["after"]["seed"] == GOOD_SEED
+    assert res["prepare_before"] == res["prepare_after"] == REGISTERED_SEED
+
+
+@pytest.mark.parametrize("state", DEFECTIVE)
+def test_genuine_state_is_repaired_to_reference(genuine_results, state):
+    res, reference = genuine_results[state], genuine_results[REFERENCE]["after"]
+    assert res["probe_before"] is True and res["state"] == "applied"
+    assert not res["identical"] and res["probe_after"] is False
+    assert res["undo"] >= 1 and res["restored"]
+    before, after = res["before"], res["after"]
+    assert before.keys() == after.keys() == reference.keys()
+    assert {case for case in reference if after[case] != reference[case]} == DIFFERS_FROM_REFERENCE.keys()
+    assert after["seed"] == GOOD_SEED
+    # the defect at this state: the fold itself yields an unregistered r0_1
+    assert before["seed"]["equal"] is False and before["seed"]["lookup"] is False
+    changed = {case for case in reference if before[case] != reference[case]}
+    assert {"distilbert", "with-x", "deep", "two-trees", "seed"} <= changed
+    assert not changed & {"flat-present", "plain-in-input", "outside-reduction", "constant"}
+
+
+@pytest.mark.parametrize("state", DEFECTIVE)
+def test_prepare_indexing_shows_the_defect_only_without_canonicalisation(genuine_results, state):
+    """What a user's codegen sees: before 95c9094da the fold's plain r0_1 reaches
+    get_block_shape ("Unregistered range symbol: r0_1", the hf_DistilBert failure); from
+    95c9094da on prepare_indexing re-registers it by name right after the fold, hiding the
+    defect. With the repair the seed is registered at every state."""
+    res = genuine_results[state]
+    hidden = state in HIDDEN_BY_CANONICALISATION
+    assert res["prepare_before"]["canonicalises"] is hidden
+    if hidden:
+        assert res["prepare_before"] == REGISTERED_SEED
+    else:
+        assert res["prepare_before"] == {"canonicalises": False, "index": "Symbol('r0_1')",
+                                         "registered": False, "block_shape": "Unregistered range symbol: r0_1"}
+    assert res["prepare_after"] == {**REGISTERED_SEED, "canonicalises": hidden}
