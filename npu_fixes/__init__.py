@@ -5,18 +5,18 @@ each fix is decided when its target module finishes importing (or at once, if it
 has). A fix wraps its target only when a behavioural probe shows the defect on the live
 code, so an install that already has upstream's fix is left exactly as it is.
 
-``NPU_FIXES=0`` turns everything off; ``NPU_FIXES_DISABLE=name,...`` turns single fixes off.
+``NPU_FIXES=0`` (or off/false/no) turns everything off; ``NPU_FIXES_DISABLE=name,...`` turns single fixes off.
 """
 
 from __future__ import annotations
 
-import os
 import threading
 from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
     from .core import FixRecord, Registry
 
+from . import switches
 from .fixes import FIX_NAMES as FIXES
 
 __version__ = "0.1.0"
@@ -41,7 +41,7 @@ def registry() -> Registry:
 def status() -> list[FixRecord]:
     """One record per fix: its state, target, versions and a one-line detail."""
     reg = registry()
-    if os.environ.get("NPU_FIXES", "").strip() == "0":
+    if not switches.master_on():
         reg.arm()  # records every fix as disabled, registers nothing
     return reg.status()
 
@@ -58,7 +58,7 @@ def undo() -> int:
 
 def _arm_at_import() -> None:
     """Arm the hooks; an internal error is logged, never raised into the user's import."""
-    if os.environ.get("NPU_FIXES", "").strip() == "0":
+    if not switches.master_on():  # imports nothing more
         return
     try:
         registry().arm()

@@ -1,4 +1,4 @@
-"""Fix records, states, the wrapt-based patcher, environment switches and the registry.
+"""Fix records, states, the wrapt-based patcher and the registry.
 
 A :class:`Fix` names one defect: the module that holds its targets, the dotted
 attributes it wraps (or adds, where the module lacks them), version windows, a behavioural
@@ -13,7 +13,6 @@ import dataclasses
 import enum
 import inspect
 import logging
-import os
 import sys
 import threading
 from collections.abc import Callable, Iterable
@@ -22,12 +21,10 @@ from typing import Any
 
 from packaging.specifiers import SpecifierSet
 
-from . import versions
+from . import switches, versions
 
 logger = logging.getLogger("npu_fixes")
 
-ENV_MASTER = "NPU_FIXES"
-ENV_DISABLE = "NPU_FIXES_DISABLE"
 
 
 class State(str, enum.Enum):
@@ -272,20 +269,6 @@ class Patcher:
         return len(self._patches)
 
 
-def disabled_names(environ: dict[str, str] | None = None) -> tuple[bool, set[str], list[str]]:
-    """Parse the switches: (everything off, names turned off, unknown names)."""
-    from .fixes import FIX_NAMES
-
-    env = os.environ if environ is None else environ
-    master_off = env.get(ENV_MASTER, "").strip().lower() in {"0", "false", "off", "no"}
-    raw = env.get(ENV_DISABLE, "")
-    names = {n.strip() for n in raw.split(",") if n.strip()}
-    if "all" in names:
-        return master_off, set(FIX_NAMES), []
-    unknown = sorted(names - set(FIX_NAMES))
-    return master_off, names & set(FIX_NAMES), unknown
-
-
 class _ReloadWatcher:
     """Meta-path finder that sees ``importlib.reload`` of the fix modules (importlib passes
     the module being reloaded as ``target``; a first import passes None, and wrapt's
@@ -347,12 +330,13 @@ class Registry:
 
     # -- environment -----------------------------------------------------------------
     def _switches(self) -> tuple[bool, set[str]]:
-        master_off, names, unknown = disabled_names()
+        master_off = not switches.master_on()
+        names, unknown = switches.disabled(self.fixes)
         if unknown and not self._warned_env:
             self._warned_env = True
             logger.warning(
                 "%s names unknown fix(es) %s; valid names: %s",
-                ENV_DISABLE,
+                switches.DISABLE,
                 ", ".join(unknown),
                 ", ".join(self.fixes),
             )
@@ -367,8 +351,11 @@ class Registry:
             master_off, _ = self._switches()
             if master_off:
                 for rec in self.records.values():
-                    rec.state, rec.detail = State.DISABLED, f"{ENV_MASTER}=0"
+                    rec.state, rec.detail = State.DISABLED, f"{switches.MASTER} is off"
                 return
+            for rec in self.records.values():  # switched on again: decided afresh
+                if rec.state is State.DISABLED:
+                    rec.state, rec.detail = State.PENDING, ""
             self._armed = True
             names = {fix.module for fix in self.fixes.values()}
             if self._watcher is None:  # backend reloads get the repairs again
@@ -428,9 +415,9 @@ class Registry:
     ) -> tuple[State, str]:
         master_off, off = self._switches()
         if master_off:
-            return State.DISABLED, f"{ENV_MASTER}=0"
+            return State.DISABLED, f"{switches.MASTER} is off"
         if fix.name in off:
-            return State.DISABLED, f"{ENV_DISABLE} names {fix.name}"
+            return State.DISABLED, f"{switches.DISABLE} names {fix.name}"
         for label, spec, version in (
             ("torch", fix.torch_window, torch_v),
             ("torch_npu", fix.torch_npu_window, npu_v),

@@ -1,0 +1,56 @@
+"""One parser for every ``NPU_FIXES*`` environment switch (standard library only).
+
+Boolean switches take ``1``/``true``/``yes``/``on`` or ``0``/``false``/``no``/``off``
+(any case, surrounding blanks ignored); unset or empty means the switch's default. Any
+other value gives one warning on logger ``npu_fixes`` naming the switch and the words it
+takes, and the default applies.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+from collections.abc import Iterable, Mapping
+
+TRUE_WORDS = ("1", "true", "yes", "on")
+FALSE_WORDS = ("0", "false", "no", "off")
+
+MASTER = "NPU_FIXES"  # default on: everything
+DISABLE = "NPU_FIXES_DISABLE"  # comma-separated fix names, or "all"
+CHECK_DOWNCAST = "NPU_FIXES_CHECK_DOWNCAST"  # default off
+CE_FORCE_TRITON = "NPU_FIXES_CE_FORCE_TRITON"  # unset: the router decides
+
+_warned: set[tuple[str, str]] = set()
+
+
+def flag(name: str, default: bool | None, environ: Mapping[str, str] | None = None) -> bool | None:
+    """The boolean value of switch ``name``, or ``default`` when unset, empty or not a
+    switch word (then with one warning per name and value)."""
+    raw = (os.environ if environ is None else environ).get(name)
+    word = (raw or "").strip().lower()
+    if word in TRUE_WORDS:
+        return True
+    if word in FALSE_WORDS:
+        return False
+    if word and (name, raw) not in _warned:
+        _warned.add((name, raw))
+        logging.getLogger("npu_fixes").warning(
+            "%s=%r is not a switch value (on: %s; off: %s); using the default (%s)",
+            name, raw, "/".join(TRUE_WORDS), "/".join(FALSE_WORDS),
+            "unset" if default is None else ("on" if default else "off"))
+    return default
+
+
+def master_on(environ: Mapping[str, str] | None = None) -> bool:
+    """``NPU_FIXES``: False turns every fix off."""
+    return bool(flag(MASTER, True, environ))
+
+
+def disabled(valid: Iterable[str], environ: Mapping[str, str] | None = None) -> tuple[set[str], list[str]]:
+    """``NPU_FIXES_DISABLE``: (the valid names it turns off, the unknown names it gives)."""
+    valid = set(valid)
+    raw = (os.environ if environ is None else environ).get(DISABLE, "")
+    names = {n.strip() for n in raw.split(",") if n.strip()}
+    if "all" in names:
+        return valid, sorted(names - valid - {"all"})
+    return names & valid, sorted(names - valid)

@@ -1,0 +1,76 @@
+"""One parser for every NPU_FIXES* switch: documented words, a warning for anything else."""
+
+from __future__ import annotations
+
+import json
+import logging
+
+import pytest
+
+from npu_fixes import switches
+from tests.conftest import last_json, run_python
+
+FIXES = ("launch-grid", "rsplit-outer", "te-parallel-ce")
+
+
+@pytest.mark.parametrize(
+    "value, off, unknown",
+    [
+        ("", set(), []),
+        ("launch-grid,rsplit-outer", {"launch-grid", "rsplit-outer"}, []),
+        (" launch-grid , ", {"launch-grid"}, []),
+        ("Launch-Grid", set(), ["Launch-Grid"]),
+        ("all", set(FIXES), []),
+    ],
+)
+def test_disable_list(value, off, unknown):
+    assert switches.disabled(FIXES, {"NPU_FIXES_DISABLE": value}) == (off, unknown)
+
+
+@pytest.mark.parametrize("value", ["0", "off", "OFF", " false ", "no"])
+def test_master_off_words(value):
+    assert switches.master_on({"NPU_FIXES": value}) is False
+
+
+@pytest.mark.parametrize("value", ["1", "on", "True", "yes", ""])
+def test_master_on_words(value):
+    assert switches.master_on({"NPU_FIXES": value}) is True
+
+
+@pytest.mark.parametrize("name, value, default", [
+    ("NPU_FIXES", "maybe", True), ("NPU_FIXES", "00", True),
+    ("NPU_FIXES_CHECK_DOWNCAST", "2", False), ("NPU_FIXES_CE_FORCE_TRITON", "triton", None),
+])
+def test_other_values_warn_once_and_keep_the_default(caplog, name, value, default):
+    with caplog.at_level(logging.WARNING, logger="npu_fixes"):
+        assert switches.flag(name, default, {name: value}) is default
+        assert switches.flag(name, default, {name: value}) is default
+    messages = [r.getMessage() for r in caplog.records if name in r.getMessage()]
+    assert len(messages) == 1 and repr(value) in messages[0] and "1/true/yes/on" in messages[0]
+
+
+def test_master_off_by_word_imports_nothing_more():
+    res = last_json(run_python("""
+import json, sys
+import npu_fixes
+loaded = sorted(m for m in ("wrapt", "unittest.mock", "asyncio", "torch") if m in sys.modules)
+print(json.dumps({"loaded": loaded, "states": sorted({r.state.value for r in npu_fixes.status()})}))
+""", env={"NPU_FIXES": "off"}))
+    assert res == {"loaded": [], "states": ["disabled"]}
+
+
+def test_switched_on_again_every_fix_is_decided_afresh():
+    proc = run_python("""
+import json, os
+import npu_fixes
+first = {r.name: r.state.value for r in npu_fixes.status()}
+os.environ["NPU_FIXES"] = "1"
+npu_fixes.apply()
+print(json.dumps([first["te-parallel-ce"], {r.name: r.state.value for r in npu_fixes.status()}["te-parallel-ce"]]))
+""", env={"NPU_FIXES": "0"})
+    assert json.loads(proc.stdout.strip().splitlines()[-1]) == ["disabled", "pending"]
+
+
+def test_unrecognised_master_value_warns_at_import():
+    proc = run_python("import npu_fixes", env={"NPU_FIXES": "maybe"})
+    assert "NPU_FIXES='maybe' is not a switch value" in proc.stderr
