@@ -9,37 +9,43 @@
 - **Where**: ``npu_triton_heuristics._wrap_launcher_with_downcast``.
 - **Affected**: torch_npu >=2.13.0.dev0,<2.15 whose wrapped launcher does not see an
   int64 ``in_out_ptr0`` holding ``[474]*4`` as ``[474]*4`` (probe: wrap a recording
-  launcher and launch it once; the module's dict globals are restored afterwards).
-- **Fix**: the wrapper is rebuilt from :func:`boundary_role`: pure outputs get a fresh
-  empty narrow temporary, in/out and mutated arguments a narrow copy of their input, and
-  both are copied back into the original buffer after the launch, in argument order (as
-  upstream's fix does: where two written arguments share a buffer, the later one's
-  result is what the buffer keeps); temporaries keep the compiled strides of views with
-  gaps (upstream's make them contiguous); input-only arguments
-  keep the module's memoised cast, except during graph capture, when nothing is cached.
-  Launchers without ``_npu_def_args``, with nothing to cast, or called with too few
-  positional arguments behave as upstream's. With ``NPU_FIXES_CHECK_DOWNCAST=1`` (read
-  when a launcher is wrapped) a value outside the narrow dtype's range raises
+  launcher with the live function and launch it once).
+- **Fix**: the wrapper is rebuilt from :func:`boundary_role`; the wrapped upstream function
+  is not called. That is safe only because its whole behaviour is known: at every genuine
+  pre-fix state it differs from upstream's fix only in the defect, and the tests compare
+  the rebuilt wrapper with upstream's fix on a battery at every state (memo, dedup switch,
+  attributes, keywords, extra arguments, aliasing, raising launchers). Pure outputs get a
+  fresh empty narrow temporary, in/out and mutated arguments a narrow copy of their input,
+  and both are copied back into the original buffer after the launch, in argument order
+  (as upstream's fix does: where two written arguments share a buffer, the later one's
+  result is what the buffer keeps). Temporaries keep the compiled strides of views with
+  gaps and of broadcast (stride 0) inputs, where upstream's are contiguous. Input-only
+  arguments keep the module's memoised cast, except during graph capture, when nothing is
+  cached. Launchers without ``_npu_def_args``, with nothing to cast, or called with too
+  few positional arguments behave as upstream's. With ``NPU_FIXES_CHECK_DOWNCAST=1``
+  (read when a launcher is wrapped) a value outside the narrow dtype's range raises
   :class:`DowncastRangeError` instead of being truncated; the check costs one min/max
-  reduction per cast argument per launch and a host synchronisation to read it.
+  reduction per cast argument per launch and a host synchronisation to read it. It runs
+  only where this fix is applied: on an install with upstream's fix, upstream's wrapper
+  runs without it, and the probe's detail says so.
 - **Upstream**: fixed in the published torch-npu 2.13.0 wheel (without the range check);
   remove once unsupported.
 """
 
 from __future__ import annotations
 
-import contextlib
 import enum
-import os
+import inspect
 import types
 from collections.abc import Callable, Collection, Mapping
 from typing import Any
-from unittest import mock
 
+from .. import switches
 from ..core import Fix, Patcher, Probe
+from ..scoped import with_globals
 
 TARGET = "_wrap_launcher_with_downcast"
-ENV_CHECK = "NPU_FIXES_CHECK_DOWNCAST"
+ENV_CHECK = switches.CHECK_DOWNCAST
 COPIED_ATTRS = (
     "config", "runnable", "n_regs", "n_spills", "shared", "store_cubin",
     "fn", "bin", "def_args", "call_args", "_npu_def_args", "cache_hash",
@@ -69,8 +75,8 @@ def boundary_role(name: str, mutated_arg_names: Collection[str]) -> Role:
 
 
 def check_enabled(environ: Mapping[str, str] | None = None) -> bool:
-    value = (os.environ if environ is None else environ).get(ENV_CHECK, "")
-    return value.strip().lower() in {"1", "true", "yes", "on"}
+    """``NPU_FIXES_CHECK_DOWNCAST`` (default off), read when a launcher is wrapped."""
+    return bool(switches.flag(switches.CHECK_DOWNCAST, False, environ))
 
 
 def check_fits(tensor: Any, narrow: Any, name: str, kernel: str) -> None:
@@ -106,15 +112,21 @@ def narrow_like(tensor: Any, narrow: Any, keep_values: bool) -> Any:
     for those strides), holding ``tensor``'s values when ``keep_values``.
 
     Dense layouts (contiguous or permuted) go through ``to``/``empty_like``, which keep
-    them; a view with gaps (e.g. ``x[:, ::2]``) gets an ``empty_strided`` twin instead of
-    the contiguous copy those would make.
+    them. Any other view, one with gaps (``x[:, ::2]``) or a broadcast one (stride 0,
+    ``x.expand(...)``), gets the memory span it covers cast as a whole and viewed with the
+    same strides, where ``to`` would make it contiguous (and ``copy_`` into a broadcast
+    twin would refuse its overlapping elements).
     """
     import torch
 
     if is_dense(tensor):
         return tensor.to(narrow) if keep_values else torch.empty_like(tensor, dtype=narrow)
-    twin = torch.empty_strided(tensor.size(), tensor.stride(), dtype=narrow, device=tensor.device)
-    return twin.copy_(tensor) if keep_values else twin
+    span = 1 + sum((size - 1) * stride for size, stride in zip(tensor.shape, tensor.stride(), strict=True))
+    if keep_values:
+        flat = tensor.as_strided((span,), (1,), tensor.storage_offset()).to(narrow)
+    else:
+        flat = torch.empty(span, dtype=narrow, device=tensor.device)
+    return flat.as_strided(tensor.size(), tensor.stride())
 
 
 def capture_detector() -> Callable[[], bool] | None:
@@ -205,18 +217,10 @@ def wrap_launcher(
     return narrowing_launcher
 
 
-def _restored_dict_globals(module: types.ModuleType) -> contextlib.ExitStack:
-    """Restore every plain-dict global of ``module`` (caches the probe may fill) on exit."""
-    stack = contextlib.ExitStack()
-    for value in list(vars(module).values()):
-        if type(value) is dict:
-            stack.enter_context(mock.patch.dict(value))
-    return stack
-
-
 def probe(module: types.ModuleType) -> Probe:
     """Wrap a recording launcher for the fastNLP kernel (int64 ``in_out_ptr0`` compiled as
-    ``*i32``, mutated) and launch it with ``[474]*4``."""
+    ``*i32``, mutated) and launch it with ``[474]*4``. The live function runs with a plain
+    cast in place of the module's memoised one, so no module cache is touched."""
     import torch
 
     seen: list[list[int]] = []
@@ -226,13 +230,16 @@ def probe(module: types.ModuleType) -> Probe:
 
     launcher._npu_def_args = ["in_out_ptr0", "xnumel"]  # type: ignore[attr-defined]
     buffer = torch.full((4,), 474, dtype=torch.int64)
-    with _restored_dict_globals(module):
-        wrapped = getattr(module, TARGET)(launcher, {"in_out_ptr0": "*i64"}, ["in_out_ptr0"])
-        wrapped(buffer, 4, stream=None)
+    wrap = with_globals(inspect.getattr_static(module, TARGET),
+                        {"_memoized_downcast": lambda src, dtype: src.to(dtype)})
+    wrap(launcher, {"in_out_ptr0": "*i64"}, ["in_out_ptr0"])(buffer, 4, stream=None)
     after = buffer.tolist()
     if seen != [[474] * 4] or after != [474] * 4:
         return Probe(True, f"in/out int64 [474]*4 reached the kernel as {seen} and left {after}")
-    return Probe(False, "in/out int64 [474]*4 reaches the kernel and the buffer unchanged")
+    detail = "in/out int64 [474]*4 reaches the kernel and the buffer unchanged"
+    if check_enabled():
+        detail += f"; {ENV_CHECK} has no effect here: upstream's own wrapper runs, without the check"
+    return Probe(False, detail)
 
 
 def install(module: types.ModuleType, patcher: Patcher) -> None:

@@ -162,6 +162,11 @@ def battery():
                              [((grid().t(), grid().t(), grid().t(), 24), {})], strides=True)
     r["gapped-views"] = launch(THREE, {n: "*i64" for n in THREE[:3]}, [],
                                [((grid()[:, ::2], grid()[:, ::2], grid()[:, ::2], 12), {})], strides=True)
+    r["broadcast-input"] = launch(["in_ptr0", "out_ptr0", "xnumel"], {"in_ptr0": "*i64", "out_ptr0": "*i64"}, [],
+                                  [((t([7]).expand(4), t([0, 0, 0, 0]), 4), {})], strides=True)
+    r["broadcast-rows"] = launch(["in_ptr0", "out_ptr0", "xnumel"], {"in_ptr0": "*i64", "out_ptr0": "*i64"}, [],
+                                 [((t([[1], [2], [3]]).expand(3, 4), t([0] * 12).view(3, 4), 12), {})],
+                                 strides=True)
     aliased = t([7, 8])
     r["aliased-written"] = launch(["in_out_ptr0", "out_ptr0", "xnumel"], {"in_out_ptr0": "*i64", "out_ptr0": "*i64"},
                                   [], [((aliased, aliased, 2), {})])
@@ -279,6 +284,11 @@ DIFFERS_FROM_UPSTREAM_FIX = {
                     "temporaries; upstream's .to()/empty_like()/memoised cast make them contiguous "
                     "(3, 1), which the kernel, compiled for (6, 2), addresses wrongly; such an input "
                     "is therefore not memoised either",
+    "broadcast-input": "a broadcast input (x.expand(4), stride 0) keeps stride 0 in its narrow copy "
+                       "(the span it covers is cast); upstream's .to() makes it contiguous; values equal",
+    "broadcast-rows": "a row-broadcast input ((3, 1).expand(3, 4), strides (1, 0)) keeps (1, 0); "
+                      "upstream's contiguous copy (4, 1), read by a kernel compiled for (1, 0), gives "
+                      "row 0's values where rows 1 and 2 were meant",
     "graph-capture": "while the accelerator captures a graph, input casts are not memoised (a cast "
                      "made in capture lives in the graph's pool and is rewritten by replays); "
                      "upstream memoises during capture too",
@@ -422,6 +432,10 @@ def test_listed_differences_are_what_they_say(genuine_runs):
         assert [upstream["gapped-views"]["seen"][0][n][-1] for n in ("in_ptr0", "in_out_ptr0", "out_ptr0")] == [[3, 1]] * 3
         assert ours["gapped-views"]["buffers"] == upstream["gapped-views"]["buffers"]
         assert ours["graph-capture"]["reused"] == [[]] and upstream["graph-capture"]["reused"] == [["in_ptr0"]]
+        for case, kept, contiguous in (("broadcast-input", [0], [1]), ("broadcast-rows", [1, 0], [4, 1])):
+            assert ours[case]["seen"][0]["in_ptr0"][-1] == kept, case
+            assert upstream[case]["seen"][0]["in_ptr0"][-1] == contiguous, case
+            assert ours[case]["buffers"] == upstream[case]["buffers"], case
         for case in DIFFERS_FROM_UPSTREAM_FIX:
             assert {k for k in ours[case] if ours[case][k] != upstream[case][k]} <= {"seen", "memo", "reused"}
 
@@ -451,10 +465,22 @@ def test_range_check_is_opt_in_and_names_the_argument(prefix_runs):
 
 def test_narrow_like_keeps_the_compiled_strides():
     base = torch.arange(4 * 6, dtype=torch.int64).view(4, 6)
-    for view, dense in ((base, True), (base.t(), True), (base[:, ::2], False), (base[1:3], True)):
+    broadcast = torch.tensor([[1], [2], [3]]).expand(3, 4)  # strides (1, 0): overlapping elements
+    for view, dense in ((base, True), (base.t(), True), (base[:, ::2], False), (base[1:3], True),
+                        (torch.tensor([7]).expand(4), False), (broadcast, False), (base[1:, 2:], False)):
         assert is_dense(view) is dense
         for keep in (True, False):
             twin = narrow_like(view, torch.int32, keep_values=keep)
             assert twin.dtype == torch.int32 and twin.shape == view.shape and twin.stride() == view.stride()
             if keep:
                 assert torch.equal(twin.long(), view)
+
+
+def test_check_switch_on_a_fixed_install_says_it_does_nothing():
+    res = host_check(wheel_path("2.13.0"), """
+import npu_fixes
+rec = {r.name: r for r in npu_fixes.status()}["boundary-downcast"]
+result["state"], result["detail"] = rec.state.value, rec.detail
+""", env={"NPU_FIXES_CHECK_DOWNCAST": "1"})
+    assert res["state"] == "not-needed"
+    assert "NPU_FIXES_CHECK_DOWNCAST has no effect here: upstream's own wrapper runs" in res["detail"]
