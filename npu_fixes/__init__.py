@@ -14,10 +14,11 @@ import threading
 from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
-    from .core import FixRecord, Registry
+    from .shim.fix import FixRecord
+    from .shim.registry import Registry
 
-from . import switches
 from .fixes import FIX_NAMES as FIXES
+from .shim import switches
 
 __version__ = "0.1.0"
 __all__ = ["FIXES", "apply", "registry", "status", "undo"]
@@ -31,8 +32,8 @@ def registry() -> Registry:
     global _registry
     with _registry_lock:
         if _registry is None:
-            from .core import Registry
             from .fixes import all_fixes
+            from .shim.registry import Registry
 
             _registry = Registry(all_fixes())
         return _registry

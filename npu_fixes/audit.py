@@ -12,7 +12,8 @@ import os
 from typing import Any
 
 from . import host
-from .core import Fix, Patcher, TargetMissing, one_line
+from .shim.fix import Fix, TargetMissing, one_line
+from .shim.patcher import Patcher
 from .fixes import all_fixes
 
 NEEDED, FIXED_UPSTREAM, ABSENT, ERROR = "needed", "fixed-upstream", "absent", "error"

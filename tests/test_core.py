@@ -10,7 +10,9 @@ import threading
 import pytest
 from packaging.specifiers import SpecifierSet
 
-from npu_fixes.core import Fix, Patcher, Probe, Registry, State
+from npu_fixes.shim.fix import Fix, Probe, State
+from npu_fixes.shim.patcher import Patcher
+from npu_fixes.shim.registry import Registry
 
 TARGET_SOURCE = """
 def decide(x):
@@ -38,7 +40,6 @@ def install_decide(module, patcher):
 def make_fix(module_name, **changes):
     values = dict(
         name="rsplit-outer",
-        summary="test fix",
         module=module_name,
         targets=("decide",),
         probe=probe_decide,
@@ -214,7 +215,7 @@ def test_changed_signature_is_failed_and_untouched(make_module):
 
 
 def test_out_of_window(make_module, monkeypatch):
-    monkeypatch.setattr("npu_fixes.versions.torch_npu_version", lambda: "2.12.0")
+    monkeypatch.setattr("npu_fixes.shim.versions.torch_npu_version", lambda: "2.12.0")
     mod = importlib.import_module(make_module("window_target", TARGET_SOURCE))
     original = mod.decide
     reg = Registry([make_fix(mod.__name__, torch_npu_window=SpecifierSet(">=2.13.0.dev0,<2.15"))])
@@ -225,7 +226,7 @@ def test_out_of_window(make_module, monkeypatch):
 
 
 def test_unknown_version_lets_the_probe_decide(make_module, monkeypatch):
-    monkeypatch.setattr("npu_fixes.versions.torch_npu_version", lambda: None)
+    monkeypatch.setattr("npu_fixes.shim.versions.torch_npu_version", lambda: None)
     mod = importlib.import_module(make_module("unknown_version", TARGET_SOURCE))
     reg = Registry([make_fix(mod.__name__, torch_npu_window=SpecifierSet(">=2.13.0.dev0,<2.15"))])
     reg.arm()

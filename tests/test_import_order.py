@@ -19,7 +19,7 @@ from tests.conftest import (
 REPORT = """
 import inspect, json, wrapt
 import npu_fixes
-from npu_fixes.core import resolve_owner
+from npu_fixes.shim.fix import resolve_owner
 from npu_fixes.fixes import all_fixes
 root = str(loaded.root)
 pristine = {}

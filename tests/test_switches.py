@@ -7,7 +7,7 @@ import logging
 
 import pytest
 
-from npu_fixes import switches
+from npu_fixes.shim import switches
 from tests.conftest import last_json, run_python
 
 FIXES = ("launch-grid", "rsplit-outer", "te-parallel-ce")

@@ -6,7 +6,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
-    from ..core import Fix
+    from ..shim.fix import Fix
 
 #: Names used by status, audit and ``NPU_FIXES_DISABLE``.
 FIX_NAMES = (

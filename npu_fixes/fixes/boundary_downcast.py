@@ -40,9 +40,10 @@ import types
 from collections.abc import Callable, Collection, Mapping
 from typing import Any
 
-from .. import switches
-from ..core import Fix, Patcher, Probe
-from ..scoped import with_globals
+from ..shim import switches
+from ..shim.fix import Fix, Probe
+from ..shim.patcher import Patcher
+from ..shim.scoped import with_globals
 
 TARGET = "_wrap_launcher_with_downcast"
 ENV_CHECK = switches.CHECK_DOWNCAST
@@ -254,7 +255,6 @@ def install(module: types.ModuleType, patcher: Patcher) -> None:
 
 FIX = Fix(
     name="boundary-downcast",
-    summary="in/out and mutated i64->i32 boundary arguments keep their input contents",
     module="torch_npu._inductor.triton_experimental.npu_triton_heuristics",
     targets=(TARGET,),
     probe=probe,

@@ -22,8 +22,9 @@ import types
 from collections.abc import Callable, Iterable, Mapping
 from typing import Any
 
-from ..core import Fix, Patcher, Probe
-from ..scoped import ScopedAttributes, with_globals
+from ..shim.fix import Fix, Probe
+from ..shim.patcher import Patcher
+from ..shim.scoped import ScopedAttributes, with_globals
 
 TARGET = "NPUTritonKernel._fold_dualview_reduction_index"
 
@@ -112,7 +113,6 @@ def probe(module: types.ModuleType) -> Probe:
 
 FIX = Fix(
     name="dualview-fold",
-    summary="dual-view reduction fold reuses the registered range-tree symbol",
     module="torch_npu._inductor.triton_experimental.codegen.triton",
     targets=(TARGET,),
     probe=probe,

@@ -25,8 +25,9 @@ import types
 from collections.abc import Callable, Mapping
 from typing import Any
 
-from ..core import Fix, Patcher, Probe
-from ..scoped import with_globals
+from ..shim.fix import Fix, Probe
+from ..shim.patcher import Patcher
+from ..shim.scoped import with_globals
 
 TARGET = "NPUTritonCompileResult.make_launcher"
 NODES_KEY = "npu_num_x_nodes"
@@ -147,7 +148,6 @@ def install(module: types.ModuleType, patcher: Patcher) -> None:
 
 FIX = Fix(
     name="launch-grid",
-    summary="zero-node Grid1D kernels take their grid from xnumel (xnumel=1 -> 1 program)",
     module="torch_npu._inductor.triton_experimental.npu_triton_heuristics",
     targets=(TARGET,),
     probe=probe,

@@ -23,8 +23,9 @@ import types
 from collections.abc import Callable, MutableMapping
 from typing import Any
 
-from ..core import Fix, Patcher, Probe
-from ..scoped import with_globals
+from ..shim.fix import Fix, Probe
+from ..shim.patcher import Patcher
+from ..shim.scoped import with_globals
 
 REGISTER = "_register_npu_inductor_fallbacks"
 OVERLOADS = (
@@ -134,7 +135,6 @@ def install(module: types.ModuleType, patcher: Patcher) -> None:
 
 FIX = Fix(
     name="rng-capture-gate",
-    summary="Bernoulli fallbacks make the whole graph skip NPU graph capture",
     module="torch_npu._inductor.triton_experimental.lowering",
     targets=(REGISTER,),
     probe=probe,

@@ -26,8 +26,9 @@ import types
 from collections.abc import Callable
 from typing import Any
 
-from ..core import Fix, Patcher, Probe
-from ..scoped import with_globals
+from ..shim.fix import Fix, Probe
+from ..shim.patcher import Patcher
+from ..shim.scoped import with_globals
 
 TARGET = "_npu_rsplit_outer_applicable"
 _REMOVED_PREFIX = "REMOVED"
@@ -157,7 +158,6 @@ def install(module: types.ModuleType, patcher: Patcher) -> None:
 
 FIX = Fix(
     name="rsplit-outer",
-    summary="r-axis split only for one live output (and one flat reduction node if OUTER)",
     module="torch_npu._inductor.triton_experimental.codegen.triton",
     targets=(TARGET,),
     probe=probe,

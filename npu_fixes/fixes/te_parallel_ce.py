@@ -25,7 +25,8 @@ import types
 
 from packaging.specifiers import SpecifierSet
 
-from ..core import Fix, Patcher, Probe
+from ..shim.fix import Fix, Probe
+from ..shim.patcher import Patcher
 
 ATTR = "parallel_cross_entropy"
 SUBMODULE = "cross_entropy"
@@ -66,7 +67,6 @@ def install(module: types.ModuleType, patcher: Patcher) -> None:
 
 FIX = Fix(
     name="te-parallel-ce",
-    summary="Transformer Engine without parallel_cross_entropy gets npu_fixes' Triton one",
     module="transformer_engine.pytorch",
     targets=(),
     provides=(ATTR,),

@@ -1,0 +1,238 @@
+"""The registry: decides each fix when its target module imports (or reloads), and keeps
+one record per fix for ``status()``, ``apply()`` and ``undo()``."""
+
+from __future__ import annotations
+
+import dataclasses
+import logging
+import sys
+import threading
+from collections.abc import Callable, Iterable
+from types import ModuleType
+from typing import Any
+
+from . import switches, versions
+from .fix import Fix, FixRecord, State, TargetMissing, resolve_owner
+from .patcher import Patcher
+
+logger = logging.getLogger("npu_fixes")
+
+
+class _ReloadWatcher:
+    """Meta-path finder that sees ``importlib.reload`` of the fix modules (importlib passes
+    the module being reloaded as ``target``; a first import passes None, and wrapt's
+    post-import hooks cover that) and calls ``callback(module)`` once its code ran again.
+    Everything else it leaves to the finders behind it."""
+
+    def __init__(self, names: set[str], callback: Callable[[ModuleType], None]) -> None:
+        self.names, self.callback = names, callback
+        self._busy = threading.local()
+
+    def find_spec(self, name: str, path: Any = None, target: Any = None) -> Any:
+        if target is None or name not in self.names or getattr(self._busy, "on", False):
+            return None
+        self._busy.on = True
+        try:
+            spec = next((found for finder in list(sys.meta_path) if finder is not self
+                         and (found := getattr(finder, "find_spec", lambda *a: None)(name, path, target))),
+                        None)
+        finally:
+            self._busy.on = False
+        if spec is None or not hasattr(spec.loader, "exec_module"):
+            return spec
+        spec.loader = _NotifyingLoader(spec.loader, self.callback)
+        return spec
+
+
+class _NotifyingLoader:
+    """A module's own loader that calls ``callback(module)`` after executing it."""
+
+    def __init__(self, loader: Any, callback: Callable[[ModuleType], None]) -> None:
+        self._loader, self._callback = loader, callback
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self._loader, name)
+
+    def create_module(self, spec: Any) -> Any:
+        return self._loader.create_module(spec)
+
+    def exec_module(self, module: ModuleType) -> None:
+        self._loader.exec_module(module)
+        self._callback(module)
+
+
+class Registry:
+    """Evaluates fixes when their modules import, and keeps one record per fix."""
+
+    def __init__(self, fixes: Iterable[Fix]) -> None:
+        self.fixes = {fix.name: fix for fix in fixes}
+        self.patcher = Patcher()
+        self.records = {
+            fix.name: FixRecord(fix.name, State.PENDING, f"{fix.module}.{fix.patched[0]}")
+            for fix in self.fixes.values()
+        }
+        self._lock = threading.RLock()
+        self._armed = False
+        self._hooks_registered: set[str] = set()
+        self._warned_env = False
+        self._watcher: _ReloadWatcher | None = None
+
+    # -- environment -----------------------------------------------------------------
+    def _switches(self) -> tuple[bool, set[str]]:
+        master_off = not switches.master_on()
+        names, unknown = switches.disabled(self.fixes)
+        if unknown and not self._warned_env:
+            self._warned_env = True
+            logger.warning(
+                "%s names unknown fix(es) %s; valid names: %s",
+                switches.DISABLE,
+                ", ".join(unknown),
+                ", ".join(self.fixes),
+            )
+        return master_off, names
+
+    # -- arming ------------------------------------------------------------------------
+    def arm(self) -> None:
+        """Register post-import hooks; a fix applies when its module is (or was) imported."""
+        import wrapt
+
+        with self._lock:
+            master_off, _ = self._switches()
+            if master_off:
+                for rec in self.records.values():
+                    rec.state, rec.detail = State.DISABLED, f"{switches.MASTER} is off"
+                return
+            for rec in self.records.values():  # switched on again: decided afresh
+                if rec.state is State.DISABLED:
+                    rec.state, rec.detail = State.PENDING, ""
+            self._armed = True
+            names = {fix.module for fix in self.fixes.values()}
+            if self._watcher is None:  # backend reloads get the repairs again
+                self._watcher = _ReloadWatcher(names, self._on_import)
+                sys.meta_path.insert(0, self._watcher)
+            for module_name in names:
+                if module_name not in self._hooks_registered:
+                    self._hooks_registered.add(module_name)
+                    wrapt.register_post_import_hook(self._on_import, module_name)
+                elif module_name in sys.modules:
+                    self._on_import(sys.modules[module_name])
+
+    def disarm(self) -> None:
+        """Stop reacting to imports (wrapt offers no unregister; the hook checks this flag)."""
+        with self._lock:
+            self._armed = False
+
+    def _on_import(self, module: ModuleType) -> None:
+        if not self._armed:
+            return
+        with self._lock:
+            for fix in self.fixes.values():
+                if fix.module == module.__name__:
+                    self.evaluate(fix, module)
+
+    # -- evaluation --------------------------------------------------------------------
+    def evaluate(self, fix: Fix, module: ModuleType) -> FixRecord:
+        """Decide and record the state of ``fix`` for the loaded ``module``."""
+        with self._lock:
+            rec = self.records[fix.name]
+            if rec.state is State.APPLIED and self._targets_still_ours(fix, module):
+                return rec
+            torch_v, npu_v = versions.torch_version(), versions.torch_npu_version()
+            rec.torch_version, rec.torch_npu_version = torch_v, npu_v
+            state, detail = self._decide(fix, module, torch_v, npu_v)
+            rec.state, rec.detail = state, detail
+            if state is State.APPLIED:
+                logger.info(
+                    "applied %s: patched %s (torch %s, torch_npu %s)",
+                    fix.name,
+                    ", ".join(f"{fix.module}.{t}" for t in fix.patched),
+                    torch_v or "unknown",
+                    npu_v or "unknown",
+                )
+            elif state is State.FAILED:
+                logger.warning("npu_fixes: %s failed and was left untouched: %s", fix.name, detail)
+            return rec
+
+    def _targets_still_ours(self, fix: Fix, module: ModuleType) -> bool:
+        try:
+            return all(self.patcher.is_wrapped(*resolve_owner(module, t)) for t in fix.patched)
+        except TargetMissing:
+            return False
+
+    def _decide(
+        self, fix: Fix, module: ModuleType, torch_v: str | None, npu_v: str | None
+    ) -> tuple[State, str]:
+        master_off, off = self._switches()
+        if master_off:
+            return State.DISABLED, f"{switches.MASTER} is off"
+        if fix.name in off:
+            return State.DISABLED, f"{switches.DISABLE} names {fix.name}"
+        for label, spec, version in (
+            ("torch", fix.torch_window, torch_v),
+            ("torch_npu", fix.torch_npu_window, npu_v),
+        ):
+            if not versions.in_window(version, spec):
+                return State.OUT_OF_WINDOW, f"{label} {version} not in {spec}"
+        try:
+            fix.locate(module)
+        except TargetMissing as exc:
+            return State.ABSENT, str(exc)
+        except Exception as exc:  # noqa: BLE001 - a changed target must never break imports
+            return State.FAILED, f"target check raised {type(exc).__name__}: {exc}"
+        try:
+            probe = fix.probe(module)
+        except Exception as exc:  # noqa: BLE001
+            return State.FAILED, f"probe raised {type(exc).__name__}: {exc}"
+        if not probe.defective:
+            return State.NOT_NEEDED, probe.detail
+        mark = self.patcher.mark()
+        try:
+            fix.install(module, self.patcher)
+        except Exception as exc:  # noqa: BLE001
+            self.patcher.rollback(mark)
+            return State.FAILED, f"install raised {type(exc).__name__}: {exc}"
+        try:  # `applied` only where the probe now sees the defect gone
+            after = fix.probe(module)
+        except Exception as exc:  # noqa: BLE001
+            self.patcher.rollback(mark)
+            return State.FAILED, f"probe after install raised {type(exc).__name__}: {exc}"
+        if after.defective:
+            self.patcher.rollback(mark)
+            return State.FAILED, f"repair did not take, rolled back: {after.detail}"
+        return State.APPLIED, probe.detail
+
+    # -- public operations ----------------------------------------------------------------
+    def apply(self) -> list[FixRecord]:
+        """(Re-)arm the hooks; :meth:`arm` evaluates every fix whose module is already imported."""
+        with self._lock:
+            self.arm()
+            return self.status()
+
+    def undo(self) -> int:
+        """Restore every original object and stop reacting to imports."""
+        with self._lock:
+            self.disarm()
+            count = self.patcher.restore()
+            for rec in self.records.values():
+                if rec.state is State.APPLIED:
+                    rec.state, rec.detail = State.UNDONE, "restored by npu_fixes.undo()"
+            return count
+
+    def mark_absent(self, module_name: str, detail: str) -> None:
+        """Record the still-pending fixes of a module that cannot be imported as absent."""
+        with self._lock:
+            for fix in self.fixes.values():
+                rec = self.records[fix.name]
+                if fix.module == module_name and rec.state is State.PENDING:
+                    rec.state, rec.detail = State.ABSENT, detail
+
+    def status(self) -> list[FixRecord]:
+        """One record per fix; an applied fix whose target no longer holds our repair (replaced
+        outside a reload we saw, or its module object swapped) is reported ``replaced``."""
+        with self._lock:
+            for fix in self.fixes.values():
+                rec, module = self.records[fix.name], sys.modules.get(fix.module)
+                if rec.state is State.APPLIED and not (module and self._targets_still_ours(fix, module)):
+                    rec.state = State.REPLACED
+                    rec.detail = "target replaced after the repair; npu_fixes.apply() repairs it again"
+            return [dataclasses.replace(rec) for rec in self.records.values()]
