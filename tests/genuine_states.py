@@ -37,6 +37,23 @@ DEFECTS: dict[str, frozenset[str]] = {
     "bafc50684": frozenset(),
 }
 COMMITS = tuple(DEFECTS)
+
+#: The defects beyond the five (``../shared/BEYOND.md``), by the name of the fix or guard
+#: that handles each: the states where the defect is present.
+BEYOND: dict[str, frozenset[str]] = {
+    "control-deps-lowering": frozenset({"8bfbb9ed1", "95c9094da", "f8802037a"}),
+    "constant-index-shape": frozenset({"8bfbb9ed1", "95c9094da", "f8802037a"}),
+    "auto-blockify-option": frozenset({"f8802037a", "5ff81d9c5"}),  # default path (autotune on)
+    "scalar-reduction-grid": frozenset({"8bfbb9ed1"}),
+    "rank-mismatch": frozenset({"8bfbb9ed1", "95c9094da"}),
+    "range-symbol-canon": frozenset({"8bfbb9ed1"}),
+    "rsplit-nonsum": frozenset({"8bfbb9ed1"}),
+    "safe-stride-order": frozenset({"8bfbb9ed1"}),
+    "index-put-dtype": frozenset({"8bfbb9ed1", "95c9094da"}),
+    "nd-reduction": frozenset({"8bfbb9ed1", "95c9094da"}),
+    "codegen-misc-95c": frozenset({"8bfbb9ed1"}),
+    "slice-scatter-offset": frozenset({"8bfbb9ed1"}),
+}
 PRE_FIX = tuple(c for c in COMMITS if DEFECTS[c])
 #: The commit where upstream fixed the last of the five: the reference behaviour.
 REFERENCE = "5ff81d9c5"
