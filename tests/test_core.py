@@ -389,3 +389,27 @@ def test_undo_splices_ours_out_from_under_another_wrapper(make_module):
     reg.undo()
     assert mod.decide is theirs and theirs.__wrapped__ is original  # theirs kept, ours gone
     assert mod.decide(50) is True and len(calls) == 2
+
+
+def test_guard_reports_upgrade_needed_and_installs_only_its_guard(make_module, caplog):
+    mod = importlib.import_module(make_module("guarded_target", TARGET_SOURCE))
+    original = mod.decide
+    bare = Registry([make_fix(mod.__name__, install=None, repairable=False)])
+    with caplog.at_level(logging.WARNING, logger="npu_fixes"):
+        bare.arm()
+    rec = bare.status()[0]
+    assert rec.state is State.UPGRADE_NEEDED and rec.detail == "decide(50) accepted"
+    assert mod.decide is original and len(bare.patcher) == 0
+    assert sum("decide(50) accepted" in r.getMessage() for r in caplog.records) == 1
+    bare.disarm()
+
+    def refuse(module, patcher):  # the symptom becomes a clear error
+        patcher.wrap_path(module, "decide", lambda w, i, a, k: (_ for _ in ()).throw(RuntimeError("upgrade")))
+
+    guarded = Registry([make_fix(mod.__name__, install=refuse, repairable=False)])
+    guarded.arm()
+    assert guarded.status()[0].state is State.UPGRADE_NEEDED
+    with pytest.raises(RuntimeError, match="upgrade"):
+        mod.decide(50)
+    guarded.undo()
+    assert mod.decide is original and "guard was removed" in guarded.status()[0].detail

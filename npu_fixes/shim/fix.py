@@ -28,6 +28,7 @@ class State(str, enum.Enum):
     FAILED = "failed"  # probe or install raised, or the repair did not take; target untouched
     UNDONE = "undone"  # restored by npu_fixes.undo()
     REPLACED = "replaced"  # was applied, but its target has been replaced since: not repaired
+    UPGRADE_NEEDED = "upgrade-needed"  # probe found a defect no run-time repair can fix; guard on
 
 
 @dataclasses.dataclass(frozen=True)
@@ -51,18 +52,22 @@ class Fix:
     the corrected rule is used. ``signatures`` maps a target to the exact parameter
     names it must have; a mismatch means upstream changed the code and we keep out.
     ``provides`` names attributes the fix adds to the module where they are missing (so,
-    unlike targets, they need not exist).
+    unlike targets, they need not exist). A *guard* (``repairable=False``) stands for a
+    defect that no run-time repair can fix: where its probe finds the defect, its
+    ``install`` (if any) only makes the symptom a clear error, and the state is
+    ``upgrade-needed`` with the probe's detail (upstream commit, workaround).
     """
 
     name: str
     module: str
     targets: tuple[str, ...]
     probe: Callable[[ModuleType], Probe]
-    install: Callable[[ModuleType, Patcher], None]
+    install: Callable[[ModuleType, Patcher], None] | None
     torch_window: SpecifierSet = SpecifierSet(">=2.13.0.dev0,<2.15")
     torch_npu_window: SpecifierSet = SpecifierSet(">=2.13.0.dev0,<2.15")
     signatures: dict[str, tuple[str, ...]] = dataclasses.field(default_factory=dict)
     provides: tuple[str, ...] = ()
+    repairable: bool = True
 
     @property
     def patched(self) -> tuple[str, ...]:

@@ -187,10 +187,14 @@ class Registry:
             return State.NOT_NEEDED, probe.detail
         mark = self.patcher.mark()
         try:
-            fix.install(module, self.patcher)
+            if fix.install is not None:
+                fix.install(module, self.patcher)
         except Exception as exc:  # noqa: BLE001
             self.patcher.rollback(mark)
             return State.FAILED, f"install raised {type(exc).__name__}: {exc}"
+        if not fix.repairable:  # the guard is on; the defect stays until torch_npu is upgraded
+            logger.warning("npu_fixes: %s: %s", fix.name, probe.detail)
+            return State.UPGRADE_NEEDED, probe.detail
         try:  # `applied` only where the probe now sees the defect gone
             after = fix.probe(module)
         except Exception as exc:  # noqa: BLE001
@@ -213,9 +217,11 @@ class Registry:
         with self._lock:
             self.disarm()
             count = self.patcher.restore()
-            for rec in self.records.values():
+            for name, rec in self.records.items():
                 if rec.state is State.APPLIED:
                     rec.state, rec.detail = State.UNDONE, "restored by npu_fixes.undo()"
+                elif rec.state is State.UPGRADE_NEEDED and self.fixes[name].install is not None:
+                    rec.detail += " (its guard was removed by npu_fixes.undo())"
             return count
 
     def mark_absent(self, module_name: str, detail: str) -> None:
