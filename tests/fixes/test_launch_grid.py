@@ -3,11 +3,10 @@
 from __future__ import annotations
 
 import fnmatch
-import itertools
 
 import pytest
 
-from npu_fixes.fixes.launch_grid import clamped_programs, clamps_grid, presents_one_node
+from npu_fixes.fixes.launch_grid import presents_one_node
 from tests.conftest import FIXED_UPSTREAM, host_check, wheel_path
 from tests.genuine_states import DEFECTS, PRE_FIX, REFERENCE
 
@@ -141,26 +140,6 @@ def fixed_runs():
 
 
 # -- the rule ------------------------------------------------------------------------------
-
-
-def test_rule_accepts_only_non_reduction_grid1d_with_zero_or_one_node():
-    for nodes, grid, has_x, red in itertools.product(
-        (None, 0, 1, 2, 3), ("Grid1D", "Grid2D", "Grid3D"), (True, False), (True, False)
-    ):
-        expected = nodes in (0, 1) and grid == "Grid1D" and has_x and not red
-        assert clamps_grid(nodes, grid, has_x, red) is expected, (nodes, grid, has_x, red)
-
-
-@pytest.mark.parametrize("cores", [40, 48])
-@pytest.mark.parametrize("xblock", [1, 2, 8, 64, 1024])
-def test_programs_sweep(cores, xblock):
-    for xnumel in range(0, 4 * cores * xblock + 3, max(1, xblock // 4)):
-        n = clamped_programs(xnumel, xblock, cores)
-        assert 1 <= n <= cores
-        tiles = -(-xnumel // xblock)
-        assert n == max(1, min(tiles, cores))
-        assert n * xblock >= min(xnumel, cores * xblock)  # every tile covered up to the core count
-    assert clamped_programs(1, xblock, cores) == 1  # the seed: one scalar, one program
 
 
 def test_presentation_only_for_zero_node_kernels_the_rule_accepts():

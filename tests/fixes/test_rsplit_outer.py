@@ -8,7 +8,7 @@ from types import SimpleNamespace as NS
 
 import pytest
 
-from npu_fixes.fixes.rsplit_outer import corrected, free_reduction_nodes, live_outputs, split_allowed
+from npu_fixes.fixes.rsplit_outer import corrected, free_reduction_nodes, live_outputs
 from tests.conftest import FIXED_UPSTREAM, host_check, wheel_path
 from tests.genuine_states import COMMITS, DEFECTS, REFERENCE
 
@@ -127,13 +127,6 @@ def prefix_result(prefix_copy) -> dict:
 
 
 # -- the rule ---------------------------------------------------------------------------
-def test_rule_truth_table():
-    counts = (None, 0, 1, 2, 3)
-    for upstream, outer, live, free in itertools.product((False, True), (False, True), counts, counts):
-        expected = upstream and live == 1 and (not outer or free == 1)
-        assert split_allowed(upstream, outer, live, free) is expected
-
-
 def test_live_outputs_counts_removed_and_inplace_once():
     from torch._inductor.codegen.common import REMOVED, InplacedBuffer
 
