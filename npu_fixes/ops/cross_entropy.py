@@ -10,7 +10,8 @@ loss. The backward needs no communication. The kernels live in
 Environment:
 
 * ``NPU_FIXES_CE_FORCE_TRITON=1`` / ``=0`` forces the Triton / PyTorch path (default: route
-  by device and size, see :func:`use_triton`).
+  by device and size, see :func:`use_triton`; in a vocabulary-parallel group every rank routes
+  by the group's largest slice, so all take the same path).
 * ``NPU_FIXES_CE_CHECK=1`` checks every target on the host and raises ``ValueError`` for
   one outside ``[0, V)`` that is not ``ignore_idx`` (a device sync; skipped while a CUDA
   graph is being captured). Without it such a row gets a NaN loss and a NaN gradient.
@@ -20,6 +21,7 @@ from __future__ import annotations
 
 import math
 import os
+import warnings
 from contextlib import nullcontext
 from dataclasses import dataclass
 from functools import cache
@@ -31,10 +33,16 @@ from torch import Tensor
 __all__ = ["parallel_cross_entropy", "use_triton"]
 
 _FLOAT_DTYPES = (torch.float32, torch.bfloat16, torch.float16)
+# Target dtypes taken as class indices; each value means its integer value (compared with
+# ignore_idx and the vocabulary only after widening to int64). The unsigned types wider than
+# uint8 are left out: PyTorch supports few operations on them.
+_TARGET_DTYPES = frozenset((torch.int64, torch.int32, torch.int16, torch.int8, torch.uint8))
+_PROCESS_GROUP = getattr(torch.distributed, "ProcessGroup", None)  # None without distributed
 
-# Largest vocabulary block one program holds at once, per device type. Ascend's unified
-# buffer overflows above 4096 (910B3). On an H200, blocks of 4096 to 32768 were tried and
-# 4096 was fastest (benchmarks/ce_benchmark.py --tune).
+# Largest vocabulary block one program holds at once, per device type. NPU: an assumption
+# taken from the original user report (Ascend's unified buffer overflows above 4096 on a
+# 910B3), not measured by us. CUDA: on an H200, blocks of 4096 to 32768 were tried and 4096
+# was fastest (benchmarks/ce_benchmark.py --tune).
 MAX_FUSED_BLOCK: dict[str, int] = {"npu": 4096, "cuda": 4096}
 _DEFAULT_MAX_BLOCK = 4096
 # Warps per program on CUDA for the forward and backward kernels (measured on an H200).
@@ -47,8 +55,12 @@ _WAVES = 4
 # Fewest logits for the Triton path on CUDA. On an H200 the Triton path beat the PyTorch
 # path at every size measured (down to 16 x 1024), so every size takes it.
 CUDA_MIN_TRITON_ELEMENTS = 0
-# Ascend measurement (seed 004): Triton wins from this vocabulary size up.
+# NPU: Triton wins from this vocabulary width up. An assumption taken from the original user
+# report (its Ascend measurement), not measured by us.
 NPU_MIN_TRITON_VOCAB = 16384
+# Vector cores of an Ascend 910B2 (a 910B3 has 40): an assumption taken from the original user
+# report, used only where torch_npu cannot tell the device's own count (see _num_cores).
+NPU_ASSUMED_VECTOR_CORES = 48
 
 
 def _env(name: str) -> str | None:
@@ -60,12 +72,14 @@ def _interpreting() -> bool:
     return _env("TRITON_INTERPRET") == "1"
 
 
-def use_triton(inp: Tensor) -> bool:
+def use_triton(inp: Tensor, width: int | None = None) -> bool:
     """Whether ``inp`` (already validated) takes the Triton path.
 
-    ``NPU_FIXES_CE_FORCE_TRITON`` decides when set. Otherwise: CUDA from
-    ``CUDA_MIN_TRITON_ELEMENTS`` logits, NPU from ``NPU_MIN_TRITON_VOCAB`` vocabulary
+    ``NPU_FIXES_CE_FORCE_TRITON`` decides when set. Otherwise :func:`_default_route`: CUDA
+    from ``CUDA_MIN_TRITON_ELEMENTS`` logits, NPU from ``NPU_MIN_TRITON_VOCAB`` vocabulary
     entries, CPU never (the Triton interpreter is only for tests), other devices always.
+    ``width`` replaces ``inp.shape[-1]`` as the vocabulary width routed by: the ranks of a
+    vocabulary-parallel group pass their largest slice, so that all take the same path.
     """
     force = _env("NPU_FIXES_CE_FORCE_TRITON")
     device = inp.device.type
@@ -78,12 +92,17 @@ def use_triton(inp: Tensor) -> bool:
                 "(TRITON_INTERPRET=1 before triton is imported)"
             )
         return force == "1"
-    if device == "cpu":
+    return _default_route(device, inp.shape[-1] if width is None else width, inp.shape[0] * inp.shape[1])
+
+
+def _default_route(device_type: str, width: int, rows: int) -> bool:
+    """The default routing rule: Triton for ``rows`` rows of ``width`` logits on ``device_type``?"""
+    if device_type == "cpu":
         return False
-    if device == "cuda":
-        return inp.numel() >= CUDA_MIN_TRITON_ELEMENTS
-    if device == "npu":
-        return inp.shape[-1] >= NPU_MIN_TRITON_VOCAB
+    if device_type == "cuda":
+        return rows * width >= CUDA_MIN_TRITON_ELEMENTS
+    if device_type == "npu":
+        return width >= NPU_MIN_TRITON_VOCAB
     return True
 
 
@@ -95,7 +114,7 @@ class _Shard:
     world: int
     offset: int  # global index of the slice's first entry
     total: int  # size of the whole vocabulary
-    largest: int  # largest slice in the group: every rank derives its split count from it
+    largest: int  # largest slice in the group: every rank derives its path and split count from it
 
 
 # Slice sizes of every rank of a group, exchanged at the group's first call.
@@ -157,11 +176,41 @@ class _Launch:
 
 @cache
 def _num_cores(device: torch.device) -> int:
+    """Programs that run at once on ``device``; looked up once per device (cached)."""
     if device.type == "cuda":
         return torch.cuda.get_device_properties(device).multi_processor_count
     if device.type == "npu":
-        return 48  # vector cores of a 910B2; 910B3 has 40
+        return _npu_vector_cores(device)
     return 1
+
+
+def _npu_vector_cores(device: torch.device) -> int:
+    """The NPU's vector core count as torch_npu reports it (Triton kernels without matrix
+    work run on the vector cores), else the ``NPU_ASSUMED_VECTOR_CORES`` assumption.
+
+    Asks ``torch.npu.get_device_properties(i).vector_core_num``, then
+    ``torch.npu.get_device_limit(i)["vector_core_num"]``; any failure (an older torch_npu
+    without the query) or a non-positive answer moves on.
+    """
+    npu = getattr(torch, "npu", None)
+    if npu is None:
+        return NPU_ASSUMED_VECTOR_CORES
+    try:
+        index = npu.current_device() if device.index is None else device.index
+    except Exception:  # noqa: BLE001
+        return NPU_ASSUMED_VECTOR_CORES
+    queries = (
+        lambda i: npu.get_device_properties(i).vector_core_num,
+        lambda i: npu.get_device_limit(i)["vector_core_num"],
+    )
+    for query in queries:
+        try:
+            count = int(query(index))
+        except Exception:  # noqa: BLE001
+            continue
+        if count > 0:
+            return count
+    return NPU_ASSUMED_VECTOR_CORES
 
 
 def _launch_config(
@@ -196,6 +245,7 @@ def _capturing(device: torch.device) -> bool:
 
 
 def _check_targets(target: Tensor, vocab: int, ignore_idx: int) -> None:
+    target = target.long()  # compare integer values, not ignore_idx cast to a narrow dtype
     bad = (target != ignore_idx) & ((target < 0) | (target >= vocab))
     if bool(bad.any()):
         first = target[bad][0].item()
@@ -213,8 +263,9 @@ def _torch_partials(inp: Tensor, target: Tensor, eps: float, ignore_idx: int, of
     like (max, sum-exp, ...) partials."""
     vocab = inp.shape[-1]
     x = inp.reshape(-1, vocab).float()
-    t = target.reshape(-1).long() - offset
-    own = (target.reshape(-1) != ignore_idx) & (t >= 0) & (t < vocab)
+    t64 = target.reshape(-1).long()  # widen before comparing with ignore_idx
+    t = t64 - offset
+    own = (t64 != ignore_idx) & (t >= 0) & (t < vocab)
     xt = torch.where(own, x.gather(1, torch.where(own, t, 0).unsqueeze(1)).squeeze(1), 0.0)
     sx = x.sum(dim=-1) if eps > 0.0 else torch.zeros_like(xt)
     lse = torch.logsumexp(x, dim=-1)
@@ -264,8 +315,9 @@ def _torch_backward(
 ) -> Tensor:
     vocab = inp.shape[-1]
     x = inp.reshape(-1, vocab).float()
-    valid = target.reshape(-1) != ignore_idx
-    t = target.reshape(-1).long() - offset
+    t64 = target.reshape(-1).long()  # widen before comparing with ignore_idx
+    valid = t64 != ignore_idx
+    t = t64 - offset
     hit = valid & (t >= 0) & (t < vocab)
     g = torch.exp(x - lse.unsqueeze(1)) - eps / total
     g.scatter_add_(1, torch.where(hit, t, 0).unsqueeze(1), -(1.0 - eps) * hit.float().unsqueeze(1))
@@ -418,15 +470,20 @@ def _forward(
     reduce_loss: bool,
     ignore_idx: int,
     shard: _Shard | None = None,
+    triton_path: bool | None = None,
 ) -> tuple[Tensor, Tensor, Tensor]:
     """Loss (per row or mean), per-row lse, and 1/n_valid (0-d; empty when not reducing).
 
     With a ``shard`` the loss and lse are those of the whole vocabulary, on every rank.
+    ``triton_path``: the path (default: :func:`_route`).
     """
     d0, d1, vocab = inp.shape
     if _env("NPU_FIXES_CE_CHECK") == "1" and not _capturing(inp.device):
         _check_targets(target, vocab if shard is None else shard.total, ignore_idx)
-    triton_path = inp.numel() > 0 and use_triton(inp)
+    if triton_path is None:
+        triton_path = _route(inp, shard)
+    if not triton_path and target.dtype != torch.int64:
+        target = target.long()  # once for the PyTorch path's comparisons (the kernels widen)
     if triton_path:
         loss, lse = _triton_forward(inp, target, eps, ignore_idx, shard)
     elif inp.numel() > 0:
@@ -439,8 +496,15 @@ def _forward(
     if triton_path:
         mean, inv_count = _triton_mean(loss, target, ignore_idx)
         return mean, lse, inv_count
-    inv_count = 1.0 / (target != ignore_idx).sum().clamp(min=1).to(torch.float32)
+    inv_count = 1.0 / (target != ignore_idx).sum().clamp(min=1).to(torch.float32)  # widened above
     return loss.sum() * inv_count, lse, inv_count
+
+
+def _route(inp: Tensor, shard: _Shard | None) -> bool:
+    """Triton path? Sharded: decided by the group's largest slice, the same on every rank
+    (the slice sizes were exchanged once, at the group's first call), so all ranks gather
+    partials of one shape."""
+    return inp.numel() > 0 and use_triton(inp, None if shard is None else shard.largest)
 
 
 def _backward(
@@ -454,17 +518,19 @@ def _backward(
     out: Tensor | None,
     offset: int = 0,
     total: int | None = None,
+    triton_path: bool | None = None,
 ) -> Tensor:
     """Gradient of the loss w.r.t. ``inp``; written into ``out`` when given.
 
     ``inp`` may be the slice starting at ``offset`` of a ``total``-entry vocabulary (default:
     the whole one); ``lse`` is the whole vocabulary's, so nothing is exchanged.
+    ``triton_path``: the path (default: :func:`use_triton`; the forward's choice from autograd).
     """
     total = inp.shape[-1] if total is None else total
     scale = inv_count if inv_count.dim() == 0 else None
     if inp.numel() == 0:
         return torch.zeros_like(inp) if out is None else out
-    if use_triton(inp):
+    if use_triton(inp) if triton_path is None else triton_path:
         return _triton_backward(
             grad_loss,
             inp,
@@ -548,6 +614,36 @@ def _ce_fwd_backward(
 
 _ce_fwd.register_autograd(_ce_fwd_backward, setup_context=_setup_context)
 
+_DOUBLE_BACKWARD = (
+    "parallel_cross_entropy: double backward is not supported (its backward is not itself "
+    "differentiable); use torch.nn.functional.cross_entropy for second derivatives"
+)
+
+
+def _no_setup(ctx: Any, inputs: tuple[Any, ...], output: Tensor) -> None:
+    pass
+
+
+def _ce_bwd_backward(ctx: Any, grad: Tensor) -> None:
+    raise RuntimeError(_DOUBLE_BACKWARD)
+
+
+_ce_bwd.register_autograd(_ce_bwd_backward, setup_context=_no_setup)
+
+
+class _NoDoubleBackward(torch.autograd.Function):
+    """Identity on a gradient built with ``create_graph=True``, tied to the tensors it came
+    from (``sources``): differentiating it raises instead of giving a wrong second derivative
+    or autograd's "does not require grad"."""
+
+    @staticmethod
+    def forward(ctx: Any, grad: Tensor, *sources: Tensor) -> Tensor:
+        return grad
+
+    @staticmethod
+    def backward(ctx: Any, *grads: Tensor) -> tuple[None, ...]:
+        raise RuntimeError(_DOUBLE_BACKWARD)
+
 
 class _CrossEntropyFunction(torch.autograd.Function):
     """Eager autograd (cheaper to dispatch than the custom op); same forward and backward."""
@@ -563,7 +659,10 @@ class _CrossEntropyFunction(torch.autograd.Function):
         inplace_grad: bool,
         shard: _Shard | None,
     ) -> Tensor:
-        loss, lse, inv_count = _forward(inp, target, label_smoothing, reduce_loss, ignore_idx, shard)
+        triton_path = _route(inp, shard)
+        loss, lse, inv_count = _forward(
+            inp, target, label_smoothing, reduce_loss, ignore_idx, shard, triton_path
+        )
         # With inplace_grad, saving inp lets autograd's version check reject a second
         # backward (inp then holds the gradient) instead of reading overwritten logits.
         ctx.save_for_backward(inp, target, lse, inv_count)
@@ -571,26 +670,32 @@ class _CrossEntropyFunction(torch.autograd.Function):
         ctx.ignore_idx = ignore_idx
         ctx.inplace_grad = inplace_grad
         ctx.offset, ctx.total = (0, inp.shape[-1]) if shard is None else (shard.offset, shard.total)
+        ctx.triton_path = triton_path  # the backward takes the forward's path
         return loss
 
     @staticmethod
     def backward(ctx: Any, grad_loss: Tensor) -> tuple[Tensor | None, ...]:
         inp, target, lse, inv_count = ctx.saved_tensors
-        out = inp.detach() if ctx.inplace_grad else None
-        grad = _backward(
-            grad_loss,
-            inp,
-            target,
-            lse,
-            inv_count,
-            ctx.label_smoothing,
-            ctx.ignore_idx,
-            out,
-            ctx.offset,
-            ctx.total,
-        )
-        if out is not None:
-            torch.autograd.graph.increment_version(out)
+        create_graph = torch.is_grad_enabled()  # only under backward(create_graph=True)
+        with torch.no_grad() if create_graph else nullcontext():
+            out = inp.detach() if ctx.inplace_grad else None
+            grad = _backward(
+                grad_loss,
+                inp,
+                target,
+                lse,
+                inv_count,
+                ctx.label_smoothing,
+                ctx.ignore_idx,
+                out,
+                ctx.offset,
+                ctx.total,
+                ctx.triton_path,
+            )
+            if out is not None:
+                torch.autograd.graph.increment_version(out)
+        if create_graph:
+            grad = _NoDoubleBackward.apply(grad, inp, grad_loss)
         return grad, None, None, None, None, None, None
 
 
@@ -619,6 +724,9 @@ _graph_break_cross_entropy = torch.compiler.disable(_eager_cross_entropy)
 
 def _validate(inp: Any, target: Any, label_smoothing: float) -> None:
     if not isinstance(inp, Tensor) or not isinstance(target, Tensor):
+        if inp is None or target is None:
+            missing = "inp" if inp is None else "target"
+            raise TypeError(f"parallel_cross_entropy() missing required argument: {missing!r}")
         raise TypeError(
             f"inp and target must be tensors, got {type(inp).__name__} and {type(target).__name__}"
         )
@@ -626,8 +734,11 @@ def _validate(inp: Any, target: Any, label_smoothing: float) -> None:
         raise ValueError(f"inp must be 3-D (B, SQ, V) or (SQ, B, V), got shape {tuple(inp.shape)}")
     if inp.dtype not in _FLOAT_DTYPES:
         raise ValueError(f"inp dtype must be float32, bfloat16 or float16, got {inp.dtype}")
-    if target.dtype.is_floating_point or target.dtype.is_complex or target.dtype == torch.bool:
-        raise ValueError(f"target must hold integer class indices, got dtype {target.dtype}")
+    if target.dtype not in _TARGET_DTYPES:
+        raise TypeError(
+            f"target must hold integer class indices (int64, int32, int16, int8 or uint8), "
+            f"got dtype {target.dtype}"
+        )
     if tuple(target.shape) != tuple(inp.shape[:2]):
         raise ValueError(
             f"target shape {tuple(target.shape)} must equal inp.shape[:2] = {tuple(inp.shape[:2])} "
@@ -641,9 +752,41 @@ def _validate(inp: Any, target: Any, label_smoothing: float) -> None:
         raise ValueError(f"label_smoothing must lie in [0, 1], got {label_smoothing}")
 
 
+def _check_group(group: Any) -> None:
+    if _PROCESS_GROUP is None or not isinstance(group, _PROCESS_GROUP):
+        raise TypeError(
+            "dist_process_group must be None or a torch.distributed.ProcessGroup, got "
+            f"{type(group).__name__} {group!r}"
+        )
+
+
+def _may_overlap(t: Tensor) -> bool:
+    """Whether elements of ``t`` may share memory: a stride 0 on a dimension of size > 1,
+    or strides that do not nest (each larger than the span of the smaller ones). False
+    positives only for interleaved layouts that logits do not have."""
+    reach = 0  # offset span of the dimensions with smaller strides
+    for stride, size in sorted(zip(t.stride(), t.shape, strict=True)):
+        if size > 1:
+            if stride <= reach:  # stride 0 included
+                return True
+            reach += stride * (size - 1)
+    return False
+
+
+def _take_deprecated_input(inp: Tensor | None, _input: Tensor) -> Tensor:
+    if inp is not None:
+        raise TypeError("parallel_cross_entropy() got both 'inp' and its deprecated name '_input'")
+    warnings.warn(
+        "parallel_cross_entropy: the '_input' keyword is deprecated, pass 'inp' instead",
+        FutureWarning,
+        stacklevel=3,
+    )
+    return _input
+
+
 def parallel_cross_entropy(
-    inp: Tensor,
-    target: Tensor,
+    inp: Tensor | None = None,
+    target: Tensor | None = None,
     label_smoothing: float = 0.0,
     reduce_loss: bool = False,
     dist_process_group: Any = None,
@@ -651,13 +794,18 @@ def parallel_cross_entropy(
     is_cg_capturable: bool = False,
     *,
     inplace_grad: bool = False,
+    _input: Tensor | None = None,
 ) -> Tensor:
     """Cross entropy of logits ``inp`` against class indices ``target``, in fp32.
 
     Args:
         inp: logits ``(B, SQ, V)`` or ``(SQ, B, V)``, float32/bfloat16/float16, any strides.
-        target: integer indices of shape ``inp.shape[:2]``, any strides; ``ignore_idx``
-            marks tokens that give loss 0 and a zero gradient.
+        target: class indices of shape ``inp.shape[:2]``, any strides; ``ignore_idx``
+            marks tokens that give loss 0 and a zero gradient. Dtype int64, int32, int16,
+            int8 or uint8: every value means its integer value (it is widened to int64
+            before any comparison, so a uint8 label 156 is class 156, never ``-100``
+            wrapped around; an ``ignore_idx`` the dtype cannot hold ignores nothing).
+            Other dtypes (floating point, bool, complex, uint16/32/64) raise ``TypeError``.
         label_smoothing: ``eps`` as in ``torch.nn.functional.cross_entropy``.
         reduce_loss: return the mean over non-ignored tokens (0-d; 0 when all are ignored)
             instead of the per-token loss of shape ``inp.shape[:2]``. The count stays on
@@ -667,8 +815,11 @@ def parallel_cross_entropy(
             order) and the same global ``target``. Every rank gets the loss of the whole
             vocabulary and the gradient of its slice. Per call: one all-gather of 16 bytes
             per token (and chunk, when rows are few); a group's first call also all-gathers
-            the slice sizes (one host sync), which then stay fixed for that group. ``None``
-            or a one-rank group: single device.
+            the slice sizes (one host sync), which then stay fixed for that group. All ranks
+            take the same path (Triton or PyTorch), the one their group's largest slice gets,
+            so no further exchange is needed to agree on it. ``None`` or a one-rank group:
+            single device; anything but ``None`` or a ``torch.distributed.ProcessGroup``
+            raises ``TypeError``.
         ignore_idx: target value to skip.
         is_cg_capturable: accepted for Transformer Engine compatibility. Every call is CUDA
             graph capturable: nothing syncs with the host (the optional
@@ -679,6 +830,9 @@ def parallel_cross_entropy(
             backward, a second backward through the graph (``retain_graph``) raises, and the
             call is a graph break under ``torch.compile``. Default ``False`` keeps ``inp``
             intact and returns a fresh gradient tensor (extra memory: 8 bytes per token).
+            An ``inp`` whose elements share memory (an ``expand()``-ed tensor, any stride 0)
+            raises ``ValueError``: there is no room for a gradient in it.
+        _input: deprecated name of ``inp`` (as in Transformer Engine); ``FutureWarning``.
 
     Softmax, loss and gradient are computed in fp32; the gradient
     ``(softmax - (1-eps)*onehot - eps/V) * grad_output`` is rounded once to ``inp.dtype``.
@@ -686,10 +840,21 @@ def parallel_cross_entropy(
     gradient (never an out-of-bounds read); ``NPU_FIXES_CE_CHECK=1`` raises instead.
     Eager calls go through a plain ``autograd.Function``; under ``torch.compile`` the
     same code runs as custom ops ``npu_fixes::cross_entropy_fwd/bwd`` (no graph break,
-    except with ``inplace_grad=True`` or a ``dist_process_group``).
+    except with ``inplace_grad=True`` or a ``dist_process_group``). First derivatives
+    only: differentiating the gradient (double backward) raises ``RuntimeError``.
     """
     del is_cg_capturable  # no host syncs after a group's first call: every call may be captured
+    if _input is not None:
+        inp = _take_deprecated_input(inp, _input)
     _validate(inp, target, label_smoothing)
+    if dist_process_group is not None:
+        _check_group(dist_process_group)
+    if inplace_grad and _may_overlap(inp):
+        raise ValueError(
+            "inplace_grad=True needs an inp whose elements do not share memory, got strides "
+            f"{inp.stride()} for shape {tuple(inp.shape)} (an expand()-ed or stride-0 tensor?); "
+            "pass inplace_grad=False or inp.contiguous()"
+        )
     eps, reduce_loss, ignore_idx = float(label_smoothing), bool(reduce_loss), int(ignore_idx)
     args = (inp, target, eps, reduce_loss, ignore_idx, inplace_grad, dist_process_group)
     if not torch.compiler.is_compiling():

@@ -16,6 +16,9 @@ so the partials of the ranks of a vocabulary-parallel group, gathered along the 
 form one ``(ranks * S, 4, N)`` array that :func:`ce_finalize_kernel` merges like one device's.
 
 All arithmetic is fp32. Index math on rows and strides is int64, so ``N * V`` may exceed 2**31.
+Targets of any integer dtype are widened to int64 as they are loaded, before any comparison
+with ``ignore_idx``; lanes past the last row get ``ignore_idx`` only after widening (as a
+``tl.load`` fill value it would be cast to the target dtype: -100 as uint8 is 156, a class).
 Loops are ``while`` loops: Triton 3.6's interpreter cannot take tensor bounds in ``range``
 under NumPy 2, and the CPU tests run these kernels in that interpreter.
 """
@@ -145,7 +148,7 @@ def ce_forward_kernel(
     col_hi = tl.minimum(col_lo + CHUNK, V)
     row = tl.program_id(0)
     while row < N:
-        tgt = tl.load(t_ptr + _row_offsets(row, D1, ts0, ts1))
+        tgt = tl.load(t_ptr + _row_offsets(row, D1, ts0, ts1)).to(tl.int64)
         valid = tgt != ignore_idx
         row_ptr = x_ptr + _row_offsets(row, D1, xs0, xs1)
         m, d, xt, sx = _chunk_partials(
@@ -197,7 +200,8 @@ def ce_finalize_kernel(
         xt += tl.load(base + 2 * N, mask=rmask, other=0.0)
         sx += tl.load(base + 3 * N, mask=rmask, other=0.0)
         s += 1
-    tgt = tl.load(t_ptr + _row_offsets(rows, D1, ts0, ts1), mask=rmask, other=ignore_idx)
+    tgt = tl.load(t_ptr + _row_offsets(rows, D1, ts0, ts1), mask=rmask, other=0).to(tl.int64)
+    tgt = tl.where(rmask, tgt, ignore_idx)  # lanes past N: ignored (and not stored)
     loss, lse = _finalize(m, d, xt, sx, tgt, V, eps, ignore_idx)
     tl.store(loss_ptr + rows, loss, mask=rmask)
     tl.store(lse_ptr + rows, lse, mask=rmask)
@@ -247,7 +251,7 @@ def ce_backward_kernel(
     col_hi = tl.minimum(col_lo + CHUNK, V)
     row = tl.program_id(0)
     while row < N:
-        tgt = tl.load(t_ptr + _row_offsets(row, D1, ts0, ts1))
+        tgt = tl.load(t_ptr + _row_offsets(row, D1, ts0, ts1)).to(tl.int64)
         valid = tgt != ignore_idx
         lse2 = tl.load(lse_ptr + row) * LOG2E
         scale = tl.load(go_ptr + _row_offsets(row, D1, gos0, gos1)).to(tl.float32)
@@ -302,8 +306,8 @@ def ce_mean_kernel(
         rows = start + tl.arange(0, BLOCK_R)
         rmask = rows < N
         total += tl.load(loss_ptr + rows, mask=rmask, other=0.0)
-        tgt = tl.load(t_ptr + _row_offsets(rows, D1, ts0, ts1), mask=rmask, other=ignore_idx)
-        count += (tgt != ignore_idx).to(tl.int32)
+        tgt = tl.load(t_ptr + _row_offsets(rows, D1, ts0, ts1), mask=rmask, other=0).to(tl.int64)
+        count += ((tgt != ignore_idx) & rmask).to(tl.int32)
         start += BLOCK_R
     inv = 1.0 / tl.maximum(tl.sum(count, 0), 1).to(tl.float32)
     tl.store(mean_ptr, tl.sum(total, 0) * inv)

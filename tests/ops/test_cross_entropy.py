@@ -8,6 +8,8 @@ Tests marked ``gpu`` need CUDA.
 from __future__ import annotations
 
 import math
+import warnings
+from typing import NamedTuple
 
 import pytest
 import torch
@@ -42,7 +44,7 @@ def reference(
     ignore_idx: int,
     grad_out: torch.Tensor | None = None,
 ) -> tuple[torch.Tensor, torch.Tensor]:
-    """fp64 loss and gradient with torch.nn.functional.cross_entropy."""
+    """Fp64 loss and gradient with torch.nn.functional.cross_entropy."""
     x64 = x.detach().cpu().double().requires_grad_()
     t = target.cpu().long()
     loss = F.cross_entropy(
@@ -261,8 +263,6 @@ def test_check_mode_raises(monkeypatch: pytest.MonkeyPatch) -> None:
         ((4, V), (4,), torch.long, torch.float32, r"3-D .* got shape \(4, 300\)"),
         ((2, 3, V), (3, 2), torch.long, torch.float32, r"target shape \(3, 2\) must equal .*\(2, 3\)"),
         ((2, 3, V), (2, 3, 1), torch.long, torch.float32, r"target shape \(2, 3, 1\)"),
-        ((2, 3, V), (2, 3), torch.float32, torch.float32, r"integer class indices, got dtype torch.float32"),
-        ((2, 3, V), (2, 3), torch.bool, torch.float32, r"got dtype torch.bool"),
         ((2, 3, V), (2, 3), torch.long, torch.float64, r"inp dtype .* got torch.float64"),
         ((2, 3, 0), (2, 3), torch.long, torch.float32, r"empty vocabulary"),
     ],
@@ -291,11 +291,11 @@ def test_empty_input(reduce_loss: bool) -> None:
         assert loss.item() == 0.0
 
 
-def test_one_rank_group_is_single_device(monkeypatch: pytest.MonkeyPatch) -> None:
+def test_one_rank_group_is_single_device() -> None:
     """Multi-rank groups: tests/ops/test_cross_entropy_parallel.py."""
-    monkeypatch.setattr(torch.distributed, "get_world_size", lambda group=None: 1)
+    group = torch.distributed.ProcessGroup(0, 1)  # rank 0 of 1, no backend: never communicates
     x, t = make_inputs(torch.float32)
-    torch.testing.assert_close(parallel_cross_entropy(x, t, dist_process_group=object()),
+    torch.testing.assert_close(parallel_cross_entropy(x, t, dist_process_group=group),
                                parallel_cross_entropy(x, t), rtol=0, atol=0)
 
 
@@ -356,6 +356,251 @@ def test_torch_compile_matches_eager() -> None:
     (g_e,) = torch.autograd.grad(loss_e, x)
     torch.testing.assert_close(loss_c, loss_e)
     torch.testing.assert_close(g_c, g_e)
+
+
+# ------------------------------------- target dtypes, double backward, argument checks: both paths
+
+
+def use_path(monkeypatch: pytest.MonkeyPatch, path: str) -> list[str]:
+    """Forces ``path`` and returns the list each forward call appends its path to."""
+    monkeypatch.setenv("NPU_FIXES_CE_FORCE_TRITON", "1" if path == "triton" else "0")
+    calls: list[str] = []
+    real_triton, real_torch = ce._triton_forward, ce._torch_forward
+    monkeypatch.setattr(ce, "_triton_forward", lambda *a: calls.append("triton") or real_triton(*a))
+    monkeypatch.setattr(ce, "_torch_forward", lambda *a: calls.append("torch") or real_torch(*a))
+    return calls
+
+
+@pytest.mark.parametrize("path", ["triton", "torch"])
+def test_uint8_targets_mean_over_valid_rows(monkeypatch: pytest.MonkeyPatch, path: str) -> None:
+    """The mean divides by the rows that are not ignored, not by the padded block."""
+    calls = use_path(monkeypatch, path)
+    torch.manual_seed(20)
+    x = torch.randn(3, 5, V, device=DEVICE, requires_grad=True)
+    t = torch.randint(0, 250, (3, 5), device=DEVICE, dtype=torch.uint8)
+    t[0, :2] = 255
+    for ignore_idx in (-100, 255):  # -100: nothing ignored (a uint8 cannot hold it)
+        x.grad = None
+        loss = parallel_cross_entropy(x, t, 0.1, reduce_loss=True, ignore_idx=ignore_idx)
+        loss.backward()
+        ref_loss, ref_grad = reference(x, t, 0.1, True, ignore_idx)
+        check(loss.detach(), ref_loss, torch.float32)
+        check(x.grad, ref_grad, torch.float32)
+    assert calls == [path, path]
+
+
+@pytest.mark.parametrize("path", ["triton", "torch"])
+def test_uint8_label_156_is_a_class_not_ignored(monkeypatch: pytest.MonkeyPatch, path: str) -> None:
+    """156 is -100 wrapped to uint8; it must still be class 156."""
+    calls = use_path(monkeypatch, path)
+    torch.manual_seed(21)
+    x = torch.randn(2, 3, V, device=DEVICE, requires_grad=True)
+    t = torch.full((2, 3), 156, device=DEVICE, dtype=torch.uint8)
+    t[1, 2] = 7
+    loss = parallel_cross_entropy(x, t)
+    loss.sum().backward()
+    ref_loss, ref_grad = reference(x, t, 0.0, False, -100)
+    check(loss.detach(), ref_loss, torch.float32)
+    check(x.grad, ref_grad, torch.float32)
+    assert (loss.detach() > 0).all() and (x.grad.abs().sum(-1) > 0).all()
+    mean = parallel_cross_entropy(x.detach(), t, reduce_loss=True)
+    check(mean, ref_loss.mean(), torch.float32)
+    assert calls == [path, path]
+
+
+@pytest.mark.parametrize("path", ["triton", "torch"])
+@pytest.mark.parametrize("dtype", [torch.int32, torch.int16, torch.int8, torch.uint8], ids=str)
+@pytest.mark.parametrize("reduce_loss", [False, True])
+def test_narrow_integer_targets_match_int64(
+    monkeypatch: pytest.MonkeyPatch, path: str, dtype: torch.dtype, reduce_loss: bool
+) -> None:
+    """Every accepted dtype means its integer value, ignore_idx included."""
+    use_path(monkeypatch, path)
+    torch.manual_seed(22)
+    x = torch.randn(3, 4, V, device=DEVICE, requires_grad=True)
+    t64 = torch.randint(0, 128, (3, 4), device=DEVICE)
+    t64[0, 0] = t64[2, 3] = 100  # ignore_idx below
+    loss = parallel_cross_entropy(x, t64.to(dtype), 0.1, reduce_loss, ignore_idx=100)
+    loss.sum().backward()
+    ref_loss, ref_grad = reference(x, t64, 0.1, reduce_loss, 100)
+    check(loss.detach(), ref_loss, torch.float32)
+    check(x.grad, ref_grad, torch.float32)
+    assert torch.equal(loss, parallel_cross_entropy(x, t64, 0.1, reduce_loss, ignore_idx=100))
+
+
+@pytest.mark.parametrize("path", ["triton", "torch"])
+@pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16, torch.bool, torch.uint16, torch.complex64], ids=str)
+def test_float_or_bool_target_raises_type_error(
+    monkeypatch: pytest.MonkeyPatch, path: str, dtype: torch.dtype
+) -> None:
+    use_path(monkeypatch, path)
+    x = torch.randn(2, 3, V, device=DEVICE)
+    t = torch.zeros(2, 3, device=DEVICE).to(dtype)
+    with pytest.raises(TypeError, match=rf"target .*got dtype {dtype}"):
+        parallel_cross_entropy(x, t)
+
+
+@pytest.mark.parametrize("path", ["triton", "torch"])
+@pytest.mark.parametrize("reduce_loss", [False, True])
+def test_double_backward_raises(monkeypatch: pytest.MonkeyPatch, path: str, reduce_loss: bool) -> None:
+    """The gradient of the gradient raises; create_graph alone still gives the right
+    first derivative."""
+    calls = use_path(monkeypatch, path)
+    torch.manual_seed(23)
+    x, t = make_inputs(torch.float32)
+    loss = parallel_cross_entropy(x, t, 0.1, reduce_loss)
+    (g,) = torch.autograd.grad(loss.sum(), x, create_graph=True)
+    _, ref_grad = reference(x, t, 0.1, reduce_loss, -100)
+    check(g.detach(), ref_grad, torch.float32)
+    assert g.requires_grad
+    with pytest.raises(RuntimeError, match="double backward is not supported"):
+        torch.autograd.grad(g.square().sum(), x)
+    assert calls == [path]
+
+
+@pytest.mark.parametrize("path", ["triton", "torch"])
+def test_double_backward_through_grad_output_raises(monkeypatch: pytest.MonkeyPatch, path: str) -> None:
+    """Also when the second derivative is asked for grad_output's weights."""
+    use_path(monkeypatch, path)
+    x, t = make_inputs(torch.float32)
+    loss = parallel_cross_entropy(x, t)
+    w = torch.rand_like(loss, requires_grad=True)
+    (g,) = torch.autograd.grad(loss, x, w, create_graph=True)
+    with pytest.raises(RuntimeError, match="double backward is not supported"):
+        torch.autograd.grad(g.sum(), w)
+
+
+@pytest.mark.parametrize("path", ["triton", "torch"])
+@pytest.mark.parametrize("kind", ["expanded_rows", "stride0_vocab", "as_strided_overlap"])
+def test_inplace_grad_rejects_overlapping_logits(
+    monkeypatch: pytest.MonkeyPatch, path: str, kind: str
+) -> None:
+    """No in-place gradient into memory that several elements share."""
+    calls = use_path(monkeypatch, path)
+    torch.manual_seed(25)
+    base = torch.randn(3 * 4 * V, device=DEVICE, requires_grad=True)
+    base64 = base.detach().cpu().double().requires_grad_()
+    views = {
+        "expanded_rows": lambda b: b[:V].view(1, 1, V).expand(3, 4, V),
+        "stride0_vocab": lambda b: b[:12].view(3, 4, 1).expand(3, 4, V),
+        "as_strided_overlap": lambda b: b.as_strided((3, 4, V), (V, V // 2, 1)),  # half rows shared
+    }
+    x = views[kind](base)
+    t = torch.randint(0, V, (3, 4), device=DEVICE)
+    with pytest.raises(ValueError, match=r"inplace_grad=True needs an inp whose elements do not share"):
+        parallel_cross_entropy(x, t, inplace_grad=True)
+    assert calls == []
+    parallel_cross_entropy(x, t, 0.1).sum().backward()  # without inplace_grad: right
+    x64 = views[kind](base64)
+    F.cross_entropy(x64.reshape(-1, V), t.cpu().reshape(-1), label_smoothing=0.1, reduction="sum").backward()
+    check(base.grad, base64.grad, torch.float32)
+    assert calls == [path]
+
+
+def test_overlap_check_accepts_usual_layouts() -> None:
+    full = torch.randn(4, 5, 2 * V)
+    layouts = (full, full.transpose(0, 1), full[..., 10:V], full[:1, :1].expand(1, 1, 2 * V),
+               full.permute(2, 0, 1).contiguous().permute(1, 2, 0), full[:, :1], torch.empty(0, 3, V))
+    for x in layouts:
+        assert not ce._may_overlap(x), x.stride()
+    assert ce._may_overlap(full[:, :1].expand(4, 2, 2 * V))
+
+
+@pytest.mark.parametrize("path", ["triton", "torch"])
+@pytest.mark.parametrize("group", ["x", 1, object()], ids=["str", "int", "object"])
+def test_bad_dist_process_group_raises_type_error(
+    monkeypatch: pytest.MonkeyPatch, path: str, group: object
+) -> None:
+    """Anything but None or a ProcessGroup is refused before torch.distributed sees it."""
+    use_path(monkeypatch, path)
+    x, t = make_inputs(torch.float32)
+    with pytest.raises(TypeError, match="dist_process_group must be None or a torch.distributed.ProcessGroup"):
+        parallel_cross_entropy(x, t, dist_process_group=group)
+
+
+@pytest.mark.parametrize("path", ["triton", "torch"])
+def test_deprecated_input_keyword(monkeypatch: pytest.MonkeyPatch, path: str) -> None:
+    """Transformer Engine's old name of ``inp``, with a FutureWarning."""
+    calls = use_path(monkeypatch, path)
+    torch.manual_seed(24)
+    x, t = make_inputs(torch.float32)
+    with pytest.warns(FutureWarning, match="'_input' keyword is deprecated"):
+        old = parallel_cross_entropy(_input=x, target=t, label_smoothing=0.1, reduce_loss=True)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        new = parallel_cross_entropy(x, t, 0.1, True)
+    assert torch.equal(old, new) and calls == [path, path]
+    with pytest.raises(TypeError, match="both 'inp' and .*'_input'"):
+        parallel_cross_entropy(x, t, _input=x)
+    with pytest.raises(TypeError, match="missing required argument: 'inp'"):
+        parallel_cross_entropy(target=t)
+    with pytest.raises(TypeError, match="missing required argument: 'target'"):
+        parallel_cross_entropy(x)
+
+
+class FakeDevice(NamedTuple):
+    type: str
+    index: int | None
+
+
+@pytest.mark.parametrize(
+    ("npu", "expected"),
+    [
+        ("properties", 40),  # torch.npu.get_device_properties(i).vector_core_num
+        ("limit", 36),  # torch.npu.get_device_limit(i)["vector_core_num"]
+        ("neither", ce.NPU_ASSUMED_VECTOR_CORES),  # an older torch_npu: the report's 48
+        (None, ce.NPU_ASSUMED_VECTOR_CORES),  # torch_npu not imported
+    ],
+)
+def test_npu_core_count_from_torch_npu_cached(
+    monkeypatch: pytest.MonkeyPatch, npu: str | None, expected: int
+) -> None:
+    """Torch_npu's own count when it has one, looked up once per device."""
+    asked: list[int] = []
+
+    class FakeNpu:
+        @staticmethod
+        def current_device() -> int:
+            return 1
+
+        @staticmethod
+        def get_device_properties(index: int) -> object:
+            asked.append(index)
+            if npu != "properties":
+                raise AttributeError("vector_core_num")
+            return type("Props", (), {"vector_core_num": 40})()
+
+        @staticmethod
+        def get_device_limit(index: int) -> dict[str, int]:
+            asked.append(index)
+            if npu != "limit":
+                raise AttributeError("get_device_limit")
+            return {"cube_core_num": 18, "vector_core_num": 36}
+
+    if npu is None:
+        monkeypatch.delattr(torch, "npu", raising=False)
+    else:
+        monkeypatch.setattr(torch, "npu", FakeNpu, raising=False)
+    ce._num_cores.cache_clear()
+    try:
+        for _ in range(3):
+            assert ce._num_cores(FakeDevice("npu", 0)) == expected
+            assert ce._num_cores(FakeDevice("npu", None)) == expected  # the current device
+        assert sorted(set(asked)) == ([] if npu is None else [0, 1])
+        assert len(asked) == {"properties": 2, "limit": 4, "neither": 4, None: 0}[npu]
+    finally:
+        ce._num_cores.cache_clear()
+
+
+@pytest.mark.parametrize("path", ["triton", "torch"])
+def test_custom_op_double_backward_raises(monkeypatch: pytest.MonkeyPatch, path: str) -> None:
+    """For the custom ops that torch.compile uses, called eagerly."""
+    use_path(monkeypatch, path)
+    x, t = make_inputs(torch.float32)
+    loss = ce._ce_fwd(x, t, 0.1, True, -100)[0]
+    (g,) = torch.autograd.grad(loss, x, create_graph=True)
+    with pytest.raises(RuntimeError, match="double backward is not supported"):
+        torch.autograd.grad(g.sum(), x)
 
 
 # ----------------------------------------------------------------------------- GPU only

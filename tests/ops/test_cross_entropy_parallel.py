@@ -164,6 +164,43 @@ def test_split_count_is_shared_by_uneven_slices() -> None:
     assert ce._launch_config(64, 131072, "cuda", 132, 131072) == ce._launch_config(64, 131072, "cuda", 132)
 
 
+# Slices on either side of the NPU threshold: alone, rank 0 would take Triton, rank 1 PyTorch.
+ROUTE_SLICES = [(ce.NPU_MIN_TRITON_VOCAB, ce.NPU_MIN_TRITON_VOCAB - 384),
+                (ce.NPU_MIN_TRITON_VOCAB - 1, ce.NPU_MIN_TRITON_VOCAB - 4000)]
+
+
+def _npu_routing_worker(rank: int, world: int, port: int) -> None:
+    """CPU tensors routed by the NPU rule (nothing forced); every rank must take one path."""
+    _init("gloo", rank, world, port)
+    os.environ.pop("NPU_FIXES_CE_FORCE_TRITON", None)
+    npu_rule = ce._default_route
+    ce._default_route = lambda device_type, width, rows: npu_rule("npu", width, rows)
+    taken: list[str] = []
+    for name in ("_triton_forward", "_torch_forward", "_triton_backward", "_torch_backward"):
+        real = getattr(ce, name)
+        setattr(ce, name, lambda *a, _real=real, _name=name: taken.append(_name) or _real(*a))
+    for slices in ROUTE_SLICES:
+        alone = [ce.use_triton(torch.empty(2, 3, n)) for n in slices]
+        assert alone == [slices[0] >= ce.NPU_MIN_TRITON_VOCAB, False], alone
+        path = "triton" if max(slices) >= ce.NPU_MIN_TRITON_VOCAB else "torch"
+        group = dist.new_group(list(range(world)))
+        for seed, (eps, reduce_loss) in enumerate(((0.0, True), (0.1, False))):
+            taken.clear()
+            kw = dict(dtype=torch.float32, eps=eps, reduce_loss=reduce_loss, shape=(2, 3), seed=seed)
+            label = f"npu routing slices={slices} {kw}"
+            _run_case(label, group, slices, device="cpu", **kw)
+            every: list[list[str]] = [[] for _ in range(world)]
+            dist.all_gather_object(every, taken, group=group)
+            assert every == [[f"_{path}_forward", f"_{path}_backward"]] * world, (label, every)
+    dist.destroy_process_group()
+
+
+def test_uneven_slices_across_npu_threshold_take_one_path() -> None:
+    """Routing in a group follows its largest slice (known to every rank since the group's
+    first call), not each rank's own width, so the ranks' partials have one shape."""
+    _spawn(_npu_routing_worker, 2)
+
+
 def _gpu_worker(rank: int, world: int, port: int) -> None:
     torch.cuda.set_device(rank)
     _init("nccl", rank, world, port)
