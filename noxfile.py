@@ -12,7 +12,8 @@ CPU, triton 3.6.0, npu_fixes); a row differs only in the torch_npu on ``PYTHONPA
 - ``prefix-<fix>``: the 2.13.0 wheel with that one defect edited back in
   (``examples/make_prefix_copy.py``).
 
-Installed rows run ``tests/test_matrix.py``. ``bash scripts/test.sh`` runs every row; a
+Installed rows run ``tests/test_matrix.py``; genuine rows then run upstream's own regression
+tests as a peer suite (``tests/upstream_peer.py``). ``bash scripts/test.sh`` runs every row; a
 maintainer runs one with ``.venv/bin/nox -s genuine-8bfbb9ed1`` (``-l`` lists them).
 """
 
@@ -27,7 +28,7 @@ import nox
 
 REPO = Path(__file__).resolve().parent
 sys.path.insert(0, str(REPO))
-from tests import genuine_states  # noqa: E402
+from tests import genuine_states, upstream_expectations  # noqa: E402
 
 nox.options.default_venv_backend = "none"
 PY = sys.executable  # the .venv's interpreter, which runs nox
@@ -57,6 +58,18 @@ def run_matrix(session: nox.Session, row: str, site: Path) -> None:
                      "NPU_FIXES_MATRIX_ROW": row})
 
 
+def run_upstream_peer(session: nox.Session, row: str, site: Path) -> None:
+    """Upstream's own regression tests (``tests/upstream_peer.py``), read from where they lie."""
+    folder = genuine_states.upstream_dir() / upstream_expectations.FOLDER
+    if not folder.is_dir():
+        session.warn(f"upstream's regression tests not run at {row}: no {folder} (NPU_FIXES_UPSTREAM)")
+        return
+    session.run(PY, "-m", "pytest", "-p", "tests.upstream_peer", "-p", "no:cacheprovider", "-ra",
+                "--rootdir", str(REPO), str(folder),
+                env={"PYTHONPATH": str(site), "TORCH_DEVICE_BACKEND_AUTOLOAD": "0",
+                     "NPU_FIXES_MATRIX_ROW": row})
+
+
 @nox.session(name="none", python=False)
 def none(session: nox.Session) -> None:
     """torch_npu absent: the full suite (gpu-marked tests deselected)."""
@@ -79,6 +92,7 @@ def genuine_row(state: str):
         site = installed(session, "2.13.0", CACHE / f"site-genuine-{state}")
         genuine_states.replace_backend(site, source)  # always afresh: a tree may have changed
         run_matrix(session, f"genuine:{state}", site)
+        run_upstream_peer(session, f"genuine:{state}", site)
     row.__doc__ = (f"self-build at {state}: the 2.13.0 wheel with that triton_experimental."
                    if state != genuine_states.OWN_TREE else
                    "self-build from $NPU_FIXES_GENUINE_TREE: the 2.13.0 wheel with its triton_experimental.")
