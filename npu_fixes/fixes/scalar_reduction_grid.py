@@ -1,0 +1,164 @@
+"""scalar-reduction-grid: an unsplit reduction with no free x node launches one program.
+
+- **Defect**: ``make_launcher`` gives an ``xnumel``-derived grid only to one-node Grid1D
+  pointwise kernels; a reduction whose x axis is fully folded (zero x nodes: a loss mean,
+  a norm) falls through to ``grid_0 = <vector core count>``. Every core then reduces the
+  whole input and stores the one result: 40-48x redundant work, and a wrong result where
+  the kernel reads back what it writes (BertForPreTraining's final loss).
+- **Where**: ``npu_triton_heuristics.NPUTritonCompileResult.make_launcher`` (the grid choice
+  is inline there in the pre-fix code).
+- **Affected**: torch_npu >=2.13.0.dev0,<2.15 whose launcher for a zero-node Grid1D
+  reduction (``R0_BLOCK``, no rsplit partial) launches more than one program (probe: build
+  a launcher from a recording stand-in binary with 48 cores and launch it once).
+- **Fix**: while the launcher of a kernel that :func:`launches_one_program` accepts is
+  built, ``make_launcher`` runs as a private copy that reads a vector core count of 1, so
+  its fall-through branch generates ``grid_0 = 1``: the same launcher code the fixed state
+  generates. Nothing runs per launch: the returned launcher is the plain generated
+  function. Pointwise kernels, kernels with x nodes, Grid2D/3D, rsplit partials (which need
+  one program per core) and the A5 dispatch-recipe path (its grid does not use the core
+  count) are left alone. The module's own core count is not touched.
+- **Upstream**: fixed in the published torch-npu 2.13.0 wheel; remove once unsupported.
+"""
+
+from __future__ import annotations
+
+import inspect
+import logging
+import types
+from collections.abc import Callable, Mapping
+from typing import Any
+
+from ..shim.fix import Fix, Probe
+from ..shim.patcher import Patcher
+from ..shim.scoped import with_globals
+
+TARGET = "NPUTritonCompileResult.make_launcher"
+CORE_COUNT = "get_npu_vector_core_count"  # the module global make_launcher reads
+NODES_KEY = "npu_num_x_nodes"
+PARTIAL_KEY = "npu_rsplit_partial"
+PROBE_CORES = 48
+
+logger = logging.getLogger("npu_fixes")
+
+
+def launches_one_program(inductor_meta: Mapping[str, Any], arg_names: list[str]) -> bool:
+    """Whether a kernel is an unsplit scalar reduction, which must run as one program.
+
+    Grid1D (the default), zero free x nodes (a missing count reads as zero, as the
+    launcher's own default has it), an ``R0_BLOCK`` argument, and not the partial half of
+    a cross-core split: that half is marked by ``npu_rsplit_partial`` or, without the
+    mark, by a ``ws_ptr`` workspace argument.
+    """
+    names = set(arg_names)
+    partial = inductor_meta.get(PARTIAL_KEY, "ws_ptr" in names)
+    return (
+        inductor_meta.get(NODES_KEY, 0) == 0
+        and inductor_meta.get("grid_type", "Grid1D") == "Grid1D"
+        and "R0_BLOCK" in names
+        and not partial
+    )
+
+
+def _one_core() -> int:
+    """The core count the launcher of a :func:`launches_one_program` kernel is built with."""
+    return 1
+
+
+def _unbind(wrapped: Any) -> tuple[Any, Any]:
+    """``(function, instance)`` of the bound method wrapt hands a wrapper: a plain bound
+    method, or a wrapt-bound wrapper of someone else stacked below ours (kept as a whole)."""
+    if type(wrapped) is types.MethodType:  # not isinstance: a wrapt proxy passes for its target
+        return wrapped.__func__, wrapped.__self__
+    return wrapped._self_parent, wrapped._self_instance
+
+
+def kernel_arg_names(result: Any) -> list[str]:
+    """The compiled kernel's argument names (none where the binary does not say)."""
+    fn = getattr(getattr(result.kernel, "src", None), "fn", None)
+    return list(getattr(fn, "arg_names", ()))
+
+
+def build_launcher(wrapped: Callable[..., Any], instance: Any, args: tuple, kwargs: dict) -> Any:
+    """wrapt wrapper of ``make_launcher``: build an unsplit scalar reduction's launcher
+    with a core count of 1; any other kernel's launcher is built unchanged."""
+    if not launches_one_program(instance.inductor_meta, kernel_arg_names(instance)):
+        return wrapped(*args, **kwargs)
+    function, owner = _unbind(wrapped)
+    try:
+        one_core = with_globals(function, {CORE_COUNT: _one_core})
+    except TypeError as exc:  # a wrapper below ours that cannot be rebuilt: leave it be
+        logger.warning("npu_fixes: scalar-reduction-grid: %s; launcher built unchanged", exc)
+        return wrapped(*args, **kwargs)
+    return one_core.__get__(owner, type(owner))(*args, **kwargs)
+
+
+class _Runner:
+    """Stand-in for the binary's runner: ``launch`` records the grid it was given."""
+
+    def __init__(self) -> None:
+        self.grids: list[int] = []
+
+    def launch(self, *args: Any) -> None:
+        self.grids.append(args[0])
+
+
+class _Binary(types.SimpleNamespace):
+    """Stand-in compiled binary; launch hooks are class attributes of the compiled kernel's
+    class in triton-ascend 3.2.x (the pre-fix states read them there): "no hook"."""
+
+    launch_enter_hook = None
+    launch_exit_hook = None
+
+
+def reduction_kernel(runner: _Runner) -> _Binary:
+    """A stand-in binary for ``kernel(in_ptr0, out_ptr0, xnumel, r0_numel, XBLOCK, R0_BLOCK)``
+    (the last two constexpr): a full reduction to one value."""
+    fn = types.SimpleNamespace(
+        arg_names=["in_ptr0", "out_ptr0", "xnumel", "r0_numel", "XBLOCK", "R0_BLOCK"], constexprs=[4, 5]
+    )
+    return _Binary(
+        src=types.SimpleNamespace(fn=fn), _init_handles=lambda: None, shared=0, packed_metadata={},
+        num_warps=1, num_ctas=1, cluster_dims=(1, 1, 1), function=None, run=runner,
+        launch_metadata=lambda *a: None, n_regs=0, n_spills=0, hash=None,
+    )
+
+
+def probe(module: types.ModuleType) -> Probe:
+    """Build the launcher of a full reduction to one value (Grid1D, zero x nodes, XBLOCK=1,
+    R0_BLOCK=64) as the live ``make_launcher`` does, with a scoped core count of 48, launch
+    it once and look at the grid it asks for."""
+    from triton import Config
+
+    runner = _Runner()
+    consts = {"XBLOCK": 1, "R0_BLOCK": 64}
+    compile_meta = {
+        "constants": dict(consts),
+        "signature": {"in_ptr0": "*fp32", "out_ptr0": "*fp32", "xnumel": "i32", "r0_numel": "i32",
+                      "XBLOCK": "constexpr", "R0_BLOCK": "constexpr"},
+    }
+    meta = {"grid_type": "Grid1D", NODES_KEY: 0}
+    cls = module.NPUTritonCompileResult
+    result = cls(reduction_kernel(runner), Config(dict(consts)), compile_meta, meta)
+    scoped = {CORE_COUNT: lambda: PROBE_CORES}
+    make_launcher = with_globals(inspect.getattr_static(cls, "make_launcher"), scoped)
+    launcher = make_launcher.__get__(result, cls)()
+    params = list(inspect.signature(launcher).parameters)  # states differ in what they keep
+    launcher(*[1 if "numel" in name else None for name in params[: params.index("stream")]], stream=None)
+    seen = "unsplit scalar reduction (Grid1D, 0 x nodes, R0_BLOCK)"
+    if runner.grids != [1]:
+        return Probe(True, f"{seen} launched {runner.grids} programs on {PROBE_CORES} cores")
+    return Probe(False, f"{seen} launches 1 program")
+
+
+def install(module: types.ModuleType, patcher: Patcher) -> None:
+    patcher.wrap_path(module, TARGET, build_launcher)
+
+
+FIX = Fix(
+    name="scalar-reduction-grid",
+    module="torch_npu._inductor.triton_experimental.npu_triton_heuristics",
+    targets=(TARGET,),
+    probe=probe,
+    install=install,
+    signatures={TARGET: ()},
+)
