@@ -8,12 +8,15 @@ removing itself there would make importlib skip the next finder (another package
 an editable install's finder).
 Running the line twice is harmless (the finder is inserted once), ``NPU_FIXES=0``
 skips it, and an error while importing ``npu_fixes`` is logged, never raised into the
-user's ``import torch``.
+user's ``import torch``; that warning's remedy (delete the ``.pth``) works without
+npu-fixes, which may be the very thing that was uninstalled.
 """
 
 from __future__ import annotations
 
+import errno
 import os
+import site
 import sysconfig
 from pathlib import Path
 
@@ -50,6 +53,25 @@ def site_dir() -> Path:
     return Path(sysconfig.get_path("purelib"))
 
 
+def site_dirs() -> list[Path]:
+    """The directories whose ``.pth`` files this interpreter runs at start-up."""
+    found = [*getattr(site, "getsitepackages", list)()]
+    if site.ENABLE_USER_SITE:
+        found.append(site.getusersitepackages())
+    found += [sysconfig.get_path("purelib"), sysconfig.get_path("platlib")]
+    return [Path(d) for d in dict.fromkeys(found)]
+
+
+def _same(a: str | os.PathLike[str], b: str | os.PathLike[str]) -> bool:
+    return os.path.normcase(os.path.realpath(a)) == os.path.normcase(os.path.realpath(b))
+
+
+def is_site_dir(directory: str | os.PathLike[str] | None = None) -> bool:
+    """Whether this interpreter reads ``.pth`` files from ``directory`` (default: :func:`site_dir`)."""
+    target = directory if directory is not None else site_dir()
+    return any(_same(target, d) for d in site_dirs())
+
+
 def pth_path(directory: str | os.PathLike[str] | None = None) -> Path:
     """The ``.pth`` file in ``directory`` (default: :func:`site_dir`)."""
     return Path(directory if directory is not None else site_dir()) / PTH_NAME
@@ -61,7 +83,8 @@ def finder_code(remedy: str) -> str:
 
 
 def pth_text(path: Path) -> str:
-    return PTH_LINE % (finder_code(f"run `npu-fixes autoload disable` to remove {path}"),)
+    # Not `npu-fixes autoload disable`: this warning shows when npu-fixes is gone.
+    return PTH_LINE % (finder_code(f"delete {path} to remove this autoload"),)
 
 
 def arm() -> None:
@@ -70,10 +93,15 @@ def arm() -> None:
 
 
 def enable(directory: str | os.PathLike[str] | None = None) -> Path:
-    """Write the ``.pth`` file (idempotent) and return its path."""
+    """Write the ``.pth`` file (idempotent) and return its path; OSError if it cannot."""
     path = pth_path(directory)
     text = pth_text(path)
     if not path.is_file() or path.read_text() != text:
+        for parent in (path.parent, *path.parent.parents):  # the first one there must be a dir
+            if parent.exists():
+                if not parent.is_dir():
+                    raise NotADirectoryError(errno.ENOTDIR, "not a directory", str(parent))
+                break
         path.parent.mkdir(parents=True, exist_ok=True)
         path.write_text(text)
     return path
@@ -89,4 +117,5 @@ def disable(directory: str | os.PathLike[str] | None = None) -> bool:
 
 
 def is_enabled(directory: str | os.PathLike[str] | None = None) -> bool:
+    """Whether the ``.pth`` file is there (see :func:`is_site_dir`: whether it is read)."""
     return pth_path(directory).is_file()

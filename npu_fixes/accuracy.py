@@ -5,14 +5,20 @@ under ``torch.compile`` from the same seed and initial state; after every iterat
 predictions, loss, gradients, updated parameters and buffers are compared with
 ``torch._dynamo.utils.same`` against an fp64 eager reference, the way PyTorch's own
 benchmark harness checks training accuracy (tolerance 1e-2, no cosine similarity, NaN
-never equal). Dropout stays on: Inductor's ``fallback_random`` makes compiled code call
+never equal; a NaN or infinity anywhere fails, with the error reported as nan or inf, never
+hidden by ``max``). Dropout stays on: Inductor's ``fallback_random`` makes compiled code call
 the same ATen RNG ops in the same order as eager, so both draw identical random numbers.
+
+What keeps the run from starting (an unavailable device, an unknown backend, a model that
+cannot be built, e.g. without ``transformers``) raises :class:`SetupError`: that is not an
+accuracy result.
 """
 
 from __future__ import annotations
 
 import copy
 import dataclasses
+import math
 import os
 import sys
 import time
@@ -23,6 +29,10 @@ from .shim.fix import one_line
 
 TOLERANCE = 1e-2  # the harness's training tolerance for Hugging Face models
 LEARNING_RATE = 1e-2
+
+
+class SetupError(ValueError):
+    """The run cannot start here (device, backend, a model's packages): no accuracy result."""
 
 
 @dataclasses.dataclass
@@ -88,24 +98,87 @@ def _to_fp64(model: Any, inputs: dict[str, Any]) -> tuple[Any, dict[str, Any]]:
     return copy.deepcopy(model).to(torch.float64), cast
 
 
+def tensor_error(*tensors: Any) -> float:
+    """Largest absolute difference of the first two ``tensors``; nan if any of them holds a
+    NaN, else inf if any holds an infinity (even where both agree: inf - inf is no error)."""
+    import torch
+
+    values = [t.detach().double() for t in tensors]
+    if not values[0].numel():
+        return 0.0
+    if any(torch.isnan(v).any() for v in values):
+        return math.nan
+    if not all(torch.isfinite(v).all() for v in values):
+        return math.inf
+    return (values[0] - values[1].to(values[0].device)).abs().max().item()
+
+
+def worse(a: float, b: float) -> float:
+    """The larger error; nan wins (``max(0.0, nan)`` is 0.0)."""
+    return math.nan if math.isnan(a) or math.isnan(b) else max(a, b)
+
+
 def compare(ref: dict[str, Any], res: dict[str, Any], ref64: dict[str, Any]) -> tuple[str | None, float]:
-    """First tensor of ``res`` that ``same`` rejects (None if all pass), and the largest
-    absolute difference seen."""
+    """First tensor of ``res`` that ``same`` rejects or that is not finite (None if all
+    pass), and the largest absolute difference seen (nan/inf if any tensor holds one)."""
     from torch._dynamo.utils import same
 
     worst, first = 0.0, None
     for name, expected in ref.items():
         actual = res.get(name)
         if actual is None:  # a missing tensor fails, after any earlier failure
-            first, worst = first or name, float("inf")
+            first, worst = first or name, worse(worst, math.inf)
             continue
-        error = (expected.double() - actual.double()).abs().max().item() if expected.numel() else 0.0
-        worst = max(worst, error)
-        ok = same(expected, actual, fp64_ref=ref64[name].to(expected.device), tol=TOLERANCE,
-                  equal_nan=False, log_error=lambda *a, **k: None)
+        fp64 = ref64[name].to(expected.device)
+        error = tensor_error(expected, actual, fp64)
+        worst = worse(worst, error)
+        ok = math.isfinite(error) and same(expected, actual, fp64_ref=fp64, tol=TOLERANCE,
+                                           equal_nan=False, log_error=lambda *a, **k: None)
         if not ok and first is None:
             first = name
     return first, worst
+
+
+def _build(name: str, device: str, seed: int) -> tuple[Any, dict[str, Any]]:
+    """``(model, inputs)``; :class:`SetupError` if the model cannot be built here."""
+    import torch
+
+    from .accuracy_models import MODELS
+
+    try:
+        return MODELS[name](torch.device(device), seed)
+    except ImportError as exc:
+        missing = f"{exc.name}, which is not installed" if isinstance(exc, ModuleNotFoundError) and exc.name \
+            else f"a module that cannot be imported ({one_line(exc)})"
+        hint = " (pip install 'npu-fixes[accuracy]')" if exc.name == "transformers" else ""
+        raise SetupError(f"model {name} needs {missing}{hint}") from None
+    except Exception as exc:  # noqa: BLE001 - before any training: not an accuracy result
+        raise SetupError(f"model {name} cannot be built on {device}: {one_line(exc)}") from None
+
+
+def check_setup(device: str, backend: Any) -> None:
+    """Raise :class:`SetupError` if ``device`` is not usable here or ``backend`` is unknown."""
+    import torch
+
+    if device == "cuda" and not torch.cuda.is_available():
+        raise SetupError("--device cuda: no CUDA device here (torch.cuda.is_available() is False)")
+    if device == "npu":
+        try:
+            import torch_npu  # noqa: F401
+        except Exception as exc:  # noqa: BLE001
+            raise SetupError(f"--device npu: torch_npu cannot be imported ({one_line(exc)})") from None
+        if not torch.npu.is_available():
+            raise SetupError("--device npu: no NPU device here (torch.npu.is_available() is False)")
+    if isinstance(backend, str):
+        from torch._dynamo import list_backends
+        from torch._dynamo.backends.registry import lookup_backend
+
+        try:
+            lookup_backend(backend)
+        except Exception:  # noqa: BLE001
+            debug = [b for b in ("eager", "aot_eager") if b in list_backends(exclude_tags=())]
+            raise SetupError(f"--backend {backend}: unknown torch.compile backend "
+                             f"(known: {', '.join([*list_backends(), *debug])})") from None
 
 
 def check_model(name: str, device: str, iterations: int, seed: int, backend: str,
@@ -113,11 +186,9 @@ def check_model(name: str, device: str, iterations: int, seed: int, backend: str
     """Train one model eagerly, in fp64 and compiled; compare after every iteration."""
     import torch
 
-    from .accuracy_models import MODELS
-
     start = time.perf_counter()
     torch._dynamo.reset()
-    model, inputs = MODELS[name](torch.device(device), seed)
+    model, inputs = _build(name, device, seed)
     model64, inputs64 = _to_fp64(model, inputs)
     compiled_model = copy.deepcopy(model)
     step = torch.compile(compiled_model, backend=backend, mode=mode)
@@ -128,9 +199,9 @@ def check_model(name: str, device: str, iterations: int, seed: int, backend: str
     worst = 0.0
     for i, (ref, ref64, res) in enumerate(zip(eager, fp64, compiled, strict=True), start=1):
         failed, error = compare(ref, res, ref64)
-        worst = max(worst, error)
+        worst = worse(worst, error)
         if failed is not None:
-            bad = (ref[failed].double() - res[failed].double()).abs().max().item() if failed in res else error
+            bad = tensor_error(ref[failed], res[failed], ref64[failed]) if failed in res else math.inf
             return ModelResult(name, False, i, worst, time.perf_counter() - start, Failure(i, failed, bad))
     return ModelResult(name, True, iterations, worst, time.perf_counter() - start)
 
@@ -145,8 +216,17 @@ def failure_text(result: ModelResult) -> str:
     return ""
 
 
+def json_number(value: float) -> float | str:
+    """``value``, or ``"nan"``/``"inf"``/``"-inf"``: JSON has no NaN or Infinity."""
+    return value if math.isfinite(value) else str(value)
+
+
 def result_dict(result: ModelResult) -> dict[str, Any]:
+    """``result`` as valid JSON data (non-finite errors as strings, see :func:`json_number`)."""
     data = dataclasses.asdict(result)
+    data["max_error"] = json_number(result.max_error)
+    if data["failure"] is not None:
+        data["failure"]["max_error"] = json_number(result.failure.max_error)
     data["status"] = result.status
     return data
 
@@ -189,7 +269,11 @@ def configure(npu_backend: str | None) -> None:
 
 def run(models: list[str], device: str, iterations: int, seed: int, backend: str, mode: str | None,
         npu_backend: str | None = None) -> list[ModelResult]:
+    """Check each model; :class:`SetupError` (before any training) if the run cannot start."""
     configure(npu_backend)
+    check_setup(device, backend)
+    for name in models:  # tiny models: build each once, so a missing package stops nothing midway
+        _build(name, device, seed)
     progress = Progress(len(models) * iterations)
     results = []
     for name in models:
@@ -197,6 +281,9 @@ def run(models: list[str], device: str, iterations: int, seed: int, backend: str
         progress.draw()
         try:
             result = check_model(name, device, iterations, seed, backend, mode, progress.advance)
+        except SetupError:
+            progress.close()
+            raise
         except Exception as exc:  # noqa: BLE001 - one model's crash is that model's failure
             result = ModelResult(name, False, 0, float("nan"), 0.0, error=one_line(exc))
         results.append(result)

@@ -3,6 +3,9 @@
 The code is loaded with :mod:`npu_fixes.host`; each fix's probe runs on the untouched
 code (``needed`` / ``fixed-upstream`` / ``absent`` / ``error``), then the needed fixes
 are installed on the loaded code and probed again (``verified`` / ``still-broken``).
+Whatever the audited code raises while it is loaded, probed or repaired (``SystemExit``
+included, ``KeyboardInterrupt`` excepted) is reported, never raised; no ``__pycache__`` is
+written into the audited tree.
 """
 
 from __future__ import annotations
@@ -12,9 +15,9 @@ import os
 from typing import Any
 
 from . import host
+from .fixes import all_fixes
 from .shim.fix import Fix, TargetMissing, one_line
 from .shim.patcher import Patcher
-from .fixes import all_fixes
 
 NEEDED, FIXED_UPSTREAM, ABSENT, ERROR = "needed", "fixed-upstream", "absent", "error"
 VERIFIED, STILL_BROKEN, NOTHING = "verified", "still-broken", "-"
@@ -33,16 +36,19 @@ class AuditReport:
     version: str | None
     path: str
     fixes: list[FixAudit]
+    #: Problems of the audited code outside the fixes' modules (e.g. its version.py raised).
+    errors: list[str] = dataclasses.field(default_factory=list)
 
     @property
     def ok(self) -> bool:
         """Nothing still broken and nothing we could not examine."""
-        return all(f.after != STILL_BROKEN and f.before != ERROR for f in self.fixes)
+        return not self.errors and all(f.after != STILL_BROKEN and f.before != ERROR for f in self.fixes)
 
     def as_dict(self) -> dict[str, Any]:
         return {
             "torch_npu": {"version": self.version, "path": self.path},
             "fixes": [dataclasses.asdict(f) for f in self.fixes],
+            "errors": list(self.errors),
         }
 
 
@@ -63,11 +69,15 @@ def _before(fix: Fix, loaded: host.HostLoad) -> tuple[str, str]:
         fix.locate(module)
     except TargetMissing as exc:
         return ABSENT, str(exc)
-    except Exception as exc:  # noqa: BLE001
+    except KeyboardInterrupt:
+        raise
+    except BaseException as exc:  # noqa: BLE001 - the audited code's SystemExit too
         return ERROR, one_line(exc)
     try:
         probe = fix.probe(module)
-    except Exception as exc:  # noqa: BLE001
+    except KeyboardInterrupt:
+        raise
+    except BaseException as exc:  # noqa: BLE001
         return ERROR, f"probe raised {one_line(exc)}"
     return (NEEDED if probe.defective else FIXED_UPSTREAM), probe.detail
 
@@ -78,7 +88,9 @@ def _after(fix: Fix, loaded: host.HostLoad, patcher: Patcher) -> tuple[str, str]
     try:
         fix.install(module, patcher)
         probe = fix.probe(module)
-    except Exception as exc:  # noqa: BLE001
+    except KeyboardInterrupt:
+        raise
+    except BaseException as exc:  # noqa: BLE001
         return STILL_BROKEN, f"repair raised {one_line(exc)}"
     return (STILL_BROKEN if probe.defective else VERIFIED), probe.detail
 
@@ -96,16 +108,18 @@ def audit(location: str | os.PathLike[str] | None = None) -> AuditReport:
             raise host.NotTorchNpu("no torch_npu is installed here; pass --torch-npu PATH")
         location = found
     npu_fixes.registry().disarm()  # the audit installs on the loaded code itself
-    loaded = host.load(location)
-    patcher = Patcher()
-    results = []
-    for fix in all_fixes():
-        if not fix.module.startswith(host.BACKEND + "."):
-            continue  # not a torch_npu backend fix: nothing to audit in a torch_npu tree
-        before, detail = _before(fix, loaded)
-        after = NOTHING
-        if before == NEEDED:
-            after, repaired = _after(fix, loaded, patcher)
-            detail = f"{detail}; after repair: {repaired}"
-        results.append(FixAudit(fix.name, before, after, detail))
-    return AuditReport(loaded.version, str(loaded.source), results)
+    with host.no_bytecode():  # probes may import more of the audited tree
+        loaded = host.load(location)
+        patcher = Patcher()
+        results = []
+        for fix in all_fixes():
+            if not fix.module.startswith(host.BACKEND + "."):
+                continue  # not a torch_npu backend fix: nothing to audit in a torch_npu tree
+            before, detail = _before(fix, loaded)
+            after = NOTHING
+            if before == NEEDED:
+                after, repaired = _after(fix, loaded, patcher)
+                detail = f"{detail}; after repair: {repaired}"
+            results.append(FixAudit(fix.name, before, after, detail))
+    errors = [loaded.version_error] if loaded.version_error else []
+    return AuditReport(loaded.version, str(loaded.source), results, errors)

@@ -79,21 +79,46 @@ def cmd_audit(args: argparse.Namespace) -> int:
         print(json.dumps(report.as_dict(), indent=2))
     else:
         print(f"torch_npu {report.version or 'unknown version'} at {report.path}")
+        for line in report.errors:
+            print(f"error: {line}")
         rows = [(f.name, f.before, f.after, f.detail) for f in report.fixes]
         print(_table(("fix", "before", "after", "detail"), rows))
     return EXIT_OK if report.ok else EXIT_BROKEN
 
 
+def _not_site_dir(directory: str) -> str:
+    dirs = ", ".join(map(str, _autoload.site_dirs()))
+    return (f"{directory} is not a site directory of this interpreter ({sys.executable}), "
+            f"which reads .pth files only from: {dirs}")
+
+
 def cmd_autoload(args: argparse.Namespace) -> int:
     path = _autoload.pth_path(args.site_dir)
+    read_here, removed = _autoload.is_site_dir(path.parent), False
+    try:
+        if args.action == "enable":
+            _autoload.enable(args.site_dir)
+        elif args.action == "disable":
+            removed = _autoload.disable(args.site_dir)
+    except OSError as exc:
+        where = "" if exc.filename is None or str(exc.filename) == str(path) else f"{exc.filename}: "
+        verb = "write" if args.action == "enable" else "remove"
+        print(f"npu-fixes autoload: cannot {verb} {path}: {where}{exc.strerror or exc}", file=sys.stderr)
+        return EXIT_USAGE
     if args.action == "enable":
-        _autoload.enable(args.site_dir)
-        print(f"autoload enabled: {path}")
+        if read_here:
+            print(f"autoload enabled: {path}")
+        else:
+            print(f"autoload NOT enabled for this interpreter: wrote {path}")
+            print(f"npu-fixes autoload: warning: {_not_site_dir(str(path.parent))}", file=sys.stderr)
     elif args.action == "disable":
-        removed = _autoload.disable(args.site_dir)
         print(f"autoload disabled: {'removed ' if removed else 'there was no '}{path}")
+    elif not _autoload.is_enabled(args.site_dir):
+        print(f"autoload disabled: {path}")
+    elif read_here:
+        print(f"autoload enabled: {path}")
     else:
-        print(f"autoload {'enabled' if _autoload.is_enabled(args.site_dir) else 'disabled'}: {path}")
+        print(f"autoload inactive: {path} exists, but {_not_site_dir(str(path.parent))}")
     return EXIT_OK
 
 
@@ -111,12 +136,16 @@ def cmd_accuracy(args: argparse.Namespace) -> int:
         print("npu-fixes accuracy: --iterations must be at least 1", file=sys.stderr)
         return EXIT_USAGE
     mode = None if args.mode == "default" else args.mode
-    results = accuracy.run(names, args.device, args.iterations, args.seed, args.backend, mode,
-                           args.npu_backend)
+    try:
+        results = accuracy.run(names, args.device, args.iterations, args.seed, args.backend, mode,
+                               args.npu_backend)
+    except accuracy.SetupError as exc:  # not an accuracy result: bad input for this machine
+        print(f"npu-fixes accuracy: {exc}", file=sys.stderr)
+        return EXIT_USAGE
     if args.json:
         print(json.dumps({"device": args.device, "backend": args.backend, "mode": args.mode,
                           "iterations": args.iterations, "tolerance": accuracy.TOLERANCE,
-                          "models": [accuracy.result_dict(r) for r in results]}, indent=2))
+                          "models": [accuracy.result_dict(r) for r in results]}, indent=2, allow_nan=False))
     else:
         for r in results:
             print(f"{r.name}: {r.status}{accuracy.failure_text(r)}")

@@ -11,6 +11,7 @@ with ``torch.library``. The backend's own modules are then imported for real.
 from __future__ import annotations
 
 import atexit
+import contextlib
 import dataclasses
 import importlib
 import importlib.util
@@ -21,6 +22,8 @@ import sys
 import tempfile
 import types
 import zipfile
+import zlib
+from collections.abc import Iterator
 from pathlib import Path
 
 BACKEND = "torch_npu._inductor.triton_experimental"
@@ -57,6 +60,8 @@ class HostLoad:
     has_backend: bool
     modules: dict[str, types.ModuleType]
     errors: dict[str, str]
+    #: Why ``torch_npu/version.py`` could not be run (None when it ran or is absent).
+    version_error: str | None = None
 
     def module(self, short: str) -> types.ModuleType | None:
         """A loaded backend module by short name, e.g. ``"lowering"``."""
@@ -66,7 +71,10 @@ class HostLoad:
 def find_root(location: str | os.PathLike[str]) -> Path:
     """Return the directory that contains ``torch_npu/`` for an installed package dir,
     a site-packages dir or a source tree; raise :class:`NotTorchNpu` otherwise."""
-    path = Path(location).resolve()
+    try:
+        path = Path(location).resolve()
+    except RuntimeError:  # Python < 3.13: "Symlink loop from ..."
+        raise NotTorchNpu(f"{location}: symbolic link loop") from None
     if not path.exists():
         raise NotTorchNpu(f"{path}: no such file or directory")
     if path.is_dir() and path.name == "torch_npu" and (path / "__init__.py").is_file():
@@ -90,7 +98,10 @@ def extract_wheel(wheel: Path, dest: Path) -> Path:
         if "torch_npu/__init__.py" not in names:
             raise NotTorchNpu(f"{wheel}: wheel has no torch_npu/__init__.py")
         for name in names:
-            archive.extract(name, dest)
+            try:
+                archive.extract(name, dest)
+            except (zipfile.BadZipFile, zlib.error, EOFError, NotImplementedError, ValueError) as exc:
+                raise NotTorchNpu(f"{wheel}: corrupt wheel, cannot extract {name} ({exc})") from None
     return dest
 
 
@@ -135,14 +146,36 @@ def _define_npu_op(name: str, schema: str | None = None) -> None:
     _LIBRARY[0].define(schema or f"{name}(Tensor self) -> Tensor")
 
 
-def _load_version(root: Path) -> str | None:
+def _describe(exc: BaseException) -> str:
+    """``Type: message`` of an exception raised by the code being loaded."""
+    return f"{type(exc).__name__}: {exc}"
+
+
+def _load_version(root: Path) -> tuple[str | None, str | None]:
+    """The version from ``torch_npu/version.py`` and, if running it raised, why."""
     module = types.ModuleType("torch_npu.version")
     path = root / "torch_npu" / "version.py"
-    if path.is_file():
-        exec(compile(path.read_text(), str(path), "exec"), module.__dict__)  # noqa: S102
     sys.modules["torch_npu.version"] = module
+    if path.is_file():
+        try:
+            exec(compile(path.read_text(), str(path), "exec"), module.__dict__)  # noqa: S102
+        except KeyboardInterrupt:
+            raise
+        except BaseException as exc:  # noqa: BLE001 - SystemExit too: the audited code's, reported
+            return None, f"torch_npu/version.py raised {_describe(exc)}"
     version = getattr(module, "__version__", None)
-    return str(version) if version else None
+    return (str(version) if version else None), None
+
+
+@contextlib.contextmanager
+def no_bytecode() -> Iterator[None]:
+    """Import without writing ``__pycache__`` into the tree being loaded."""
+    saved = sys.dont_write_bytecode
+    sys.dont_write_bytecode = True
+    try:
+        yield
+    finally:
+        sys.dont_write_bytecode = saved
 
 
 def _import_with_schemas(name: str) -> types.ModuleType:
@@ -171,20 +204,16 @@ def load(location: str | os.PathLike[str], workdir: str | os.PathLike[str] | Non
     ``location`` is an installed ``torch_npu`` directory, a directory containing
     ``torch_npu/`` (site-packages or a source tree) or a ``.whl`` file. Wheels are
     extracted into ``workdir`` (by default a temporary directory, removed at exit). The modules are
-    registered in ``sys.modules`` under their real names, so post-import hooks fire.
+    registered in ``sys.modules`` under their real names, so post-import hooks fire. No
+    ``__pycache__`` is written into the loaded tree. Whatever the loaded code raises while
+    it is imported (``SystemExit`` too) is reported in ``errors``/``version_error``.
     """
     source = Path(location)
-    if source.is_file() and source.suffix == ".whl":
-        if workdir:
-            dest = Path(workdir)
-        else:  # our own temporary directory: removed when the interpreter exits
-            dest = Path(tempfile.mkdtemp(prefix="npu_fixes_wheel_"))
-            atexit.register(shutil.rmtree, dest, ignore_errors=True)
-        root = extract_wheel(source, dest)
-    elif source.is_file():
-        raise NotTorchNpu(f"{source}: a file that is not a .whl")
-    else:
-        root = find_root(source)
+    try:
+        root = _locate(source, workdir)
+    except OSError as exc:  # e.g. permission denied: the location is unusable
+        where = exc.filename or source
+        raise NotTorchNpu(f"{where}: {exc.strerror or exc}") from None
 
     existing = sys.modules.get("torch_npu")
     if existing is not None and getattr(existing, "__file__", None):
@@ -195,12 +224,31 @@ def load(location: str | os.PathLike[str], workdir: str | os.PathLike[str] | Non
     os.environ.setdefault("TORCH_DEVICE_BACKEND_AUTOLOAD", "0")
     import torch  # noqa: F401  (the backend modules need it)
 
+    with no_bytecode():
+        return _load_modules(root, source)
+
+
+def _locate(source: Path, workdir: str | os.PathLike[str] | None) -> Path:
+    """The root holding ``torch_npu/`` for ``source`` (a wheel is extracted first)."""
+    if source.is_file() and source.suffix == ".whl":
+        if workdir:
+            dest = Path(workdir)
+        else:  # our own temporary directory: removed when the interpreter exits
+            dest = Path(tempfile.mkdtemp(prefix="npu_fixes_wheel_"))
+            atexit.register(shutil.rmtree, dest, ignore_errors=True)
+        return extract_wheel(source, dest)
+    if source.is_file():
+        raise NotTorchNpu(f"{source}: a file that is not a .whl")
+    return find_root(source)
+
+
+def _load_modules(root: Path, source: Path) -> HostLoad:
     unload()
     _bare_package("torch_npu", root / "torch_npu")
     _bare_package("torch_npu._inductor", root / "torch_npu" / "_inductor")
-    version = _load_version(root)
+    version, version_error = _load_version(root)
     backend_dir = root / "torch_npu" / "_inductor" / "triton_experimental"
-    load_result = HostLoad(root, source.resolve(), version, backend_dir.is_dir(), {}, {})
+    load_result = HostLoad(root, source.resolve(), version, backend_dir.is_dir(), {}, {}, version_error)
     if not load_result.has_backend:
         return load_result
 
@@ -213,6 +261,8 @@ def load(location: str | os.PathLike[str], workdir: str | os.PathLike[str] | Non
             continue
         try:
             load_result.modules[short] = _import_with_schemas(f"{BACKEND}.{short}")
-        except Exception as exc:  # noqa: BLE001 - reported per module
-            load_result.errors[short] = f"{type(exc).__name__}: {exc}"
+        except KeyboardInterrupt:
+            raise
+        except BaseException as exc:  # noqa: BLE001 - reported per module, SystemExit included
+            load_result.errors[short] = _describe(exc)
     return load_result

@@ -75,3 +75,77 @@ def test_compare_keeps_an_earlier_failure_when_a_later_tensor_is_missing():
     ref = {"pred.x": torch.ones(4), "grad.w": torch.ones(3)}
     ref64 = {k: v.double() for k, v in ref.items()}
     assert compare(ref, {"pred.x": torch.full((4,), 2.0)}, ref64) == ("pred.x", float("inf"))
+
+
+def _strict_json(text: str):
+    """json.loads that rejects NaN/Infinity, which are not JSON."""
+    def reject(constant):
+        raise ValueError(f"not JSON: {constant}")
+    return json.loads(text, parse_constant=reject)
+
+
+def test_compare_never_hides_nan_or_inf():
+    import math
+
+    import torch
+
+    from npu_fixes.accuracy import compare
+
+    ref = {"pred.x": torch.ones(4), "loss": torch.tensor(1.0)}
+    ref64 = {k: v.double() for k, v in ref.items()}
+    first, worst = compare(ref, {"pred.x": torch.tensor([1.0, math.nan, 1.0, 1.0]), "loss": torch.tensor(1.5)},
+                           ref64)
+    assert first == "pred.x" and math.isnan(worst)  # max(0.0, nan) would say 0.0 (then 0.5)
+    first, worst = compare(ref, {"pred.x": torch.ones(4), "loss": torch.tensor(math.nan)}, ref64)
+    assert first == "loss" and math.isnan(worst)
+    both_inf = {"pred.x": torch.ones(4), "loss": torch.tensor(math.inf)}  # eager inf too: still a failure
+    assert compare(both_inf, dict(both_inf), {k: v.double() for k, v in both_inf.items()}) == ("loss", math.inf)
+
+
+NAN_BACKEND = """
+import torch
+from torch._dynamo import register_backend
+
+@register_backend
+def nan_outputs(gm, example_inputs):
+    def run(*args):
+        outs = gm(*args)
+        return type(outs)(o * float("nan") if isinstance(o, torch.Tensor) and o.is_floating_point() else o
+                          for o in outs)
+    return run
+"""
+
+
+def test_nan_loss_fails_and_the_json_stays_valid(tmp_path):
+    proc = cli("accuracy", "--models", "BERT_pytorch", "--iterations", "1", "--backend", "nan_outputs", "--json",
+               prelude=NAN_BACKEND, env={"TORCHINDUCTOR_CACHE_DIR": str(tmp_path)})
+    assert proc.returncode == 1, proc.stdout + proc.stderr
+    (model,) = _strict_json(proc.stdout)["models"]
+    assert model["status"] == "fail_accuracy" and model["passed"] is False
+    assert model["max_error"] == "nan" and model["failure"]["max_error"] == "nan"
+    assert model["failure"]["iteration"] == 1
+    table = cli("accuracy", "--models", "BERT_pytorch", "--iterations", "1", "--backend", "nan_outputs",
+                prelude=NAN_BACKEND, env={"TORCHINDUCTOR_CACHE_DIR": str(tmp_path)})
+    assert table.returncode == 1
+    row = next(line.split() for line in table.stdout.splitlines() if line.startswith("BERT_pytorch "))
+    assert row[:2] == ["BERT_pytorch", "fail_accuracy"] and row[3] == "nan"
+
+
+@pytest.mark.parametrize("args, prelude, message", [
+    (["--device", "cuda"], "", "--device cuda: no CUDA device here"),
+    (["--device", "npu"], "", "--device npu: torch_npu cannot be imported"),
+    (["--backend", "no_such_backend"], "", "--backend no_such_backend: unknown torch.compile backend"),
+    (["--models", "BERT_pytorch,BertForMaskedLM"], "import sys; sys.modules['transformers'] = None",
+     "model BertForMaskedLM needs transformers, which is not installed (pip install 'npu-fixes[accuracy]')"),
+], ids=["cuda", "npu", "backend", "transformers"])
+def test_setup_errors_exit_2_not_fail_accuracy(args, prelude, message):
+    import torch
+
+    if "cuda" in args and torch.cuda.is_available():
+        pytest.skip("a CUDA device is present")
+    if "npu" in args and run_python("import torch_npu", check=False).returncode == 0:
+        pytest.skip("torch_npu is importable here")
+    proc = cli("accuracy", "--iterations", "1", "--models", "BERT_pytorch", *args, prelude=prelude)
+    assert proc.returncode == 2, proc.stdout + proc.stderr
+    (line,) = proc.stderr.strip().splitlines()  # one line, no traceback
+    assert line.startswith(f"npu-fixes accuracy: {message}") and "fail_accuracy" not in proc.stdout

@@ -2,7 +2,12 @@
 
 from __future__ import annotations
 
+import errno
+import os
+import site
 from pathlib import Path
+
+import pytest
 
 from npu_fixes import _autoload
 from tests.conftest import REPO, last_json, run_python
@@ -106,3 +111,86 @@ def test_cli_autoload_commands(tmp_path):
     assert main(["autoload", "status", "--site-dir", str(tmp_path)]) == 0
     assert main(["autoload", "disable", "--site-dir", str(tmp_path)]) == 0
     assert not (tmp_path / _autoload.PTH_NAME).exists()
+
+
+def test_pth_warning_remedy_works_without_npu_fixes(tmp_path):
+    """Once npu-fixes is uninstalled there is no `npu-fixes` command: say what to delete."""
+    code = PROCESS.format(site=str(tmp_path), then="import torch\nafter = True")
+    path = _autoload.enable(tmp_path)
+    proc = run_python("import sys; sys.modules['npu_fixes'] = None\n" + code)
+    assert f"delete {path} to remove this autoload" in proc.stderr
+    assert "npu-fixes autoload disable" not in proc.stderr
+
+
+def _read_only(directory: Path, monkeypatch) -> None:
+    """Make ``directory`` read-only; where that does not stop writes (root), make
+    writing and removing files in it fail as in a read-only directory."""
+    directory.chmod(0o555)
+    probe = directory / "probe"
+    try:
+        probe.write_text("")
+    except PermissionError:
+        return  # the chmod is enough
+    probe.unlink()
+    for name in ("write_text", "unlink"):
+        original = getattr(Path, name)
+
+        def denied(self, *args, _original=original, **kwargs):
+            if self.parent == directory:
+                raise PermissionError(errno.EACCES, os.strerror(errno.EACCES), str(self))
+            return _original(self, *args, **kwargs)
+
+        monkeypatch.setattr(Path, name, denied)
+
+
+@pytest.mark.parametrize("action", ["enable", "disable"])
+def test_cli_autoload_read_only_site_dir_exits_2(tmp_path, monkeypatch, capsys, action):
+    from npu_fixes.cli import main
+
+    site_dir = tmp_path / "site-packages"
+    site_dir.mkdir()
+    if action == "disable":
+        _autoload.enable(site_dir)
+    _read_only(site_dir, monkeypatch)
+    try:
+        assert main(["autoload", action, "--site-dir", str(site_dir)]) == 2
+    finally:
+        site_dir.chmod(0o755)
+    err = capsys.readouterr().err
+    verb = "write" if action == "enable" else "remove"
+    assert err == f"npu-fixes autoload: cannot {verb} {site_dir / _autoload.PTH_NAME}: Permission denied\n"
+
+
+def test_cli_autoload_site_dir_below_a_file_exits_2(tmp_path, capsys):
+    from npu_fixes.cli import main
+
+    (tmp_path / "afile").write_text("")
+    target = tmp_path / "afile" / "site-packages"
+    assert main(["autoload", "enable", "--site-dir", str(target)]) == 2
+    err = capsys.readouterr().err
+    assert err == (f"npu-fixes autoload: cannot write {target / _autoload.PTH_NAME}: "
+                   f"{tmp_path / 'afile'}: not a directory\n")
+
+
+def test_cli_autoload_outside_site_dirs_is_never_called_enabled(tmp_path, capsys):
+    """Python never reads .pth files from tmp_path: neither enable nor status may say enabled."""
+    from npu_fixes.cli import main
+
+    assert main(["autoload", "enable", "--site-dir", str(tmp_path)]) == 0
+    out, err = capsys.readouterr()
+    assert "autoload enabled" not in out and "NOT enabled for this interpreter" in out
+    assert f"{tmp_path} is not a site directory of this interpreter" in err
+    assert main(["autoload", "status", "--site-dir", str(tmp_path)]) == 0
+    out = capsys.readouterr().out
+    assert out.startswith("autoload inactive: ") and "enabled" not in out
+    assert f"{tmp_path} is not a site directory of this interpreter" in out
+
+
+def test_cli_autoload_in_a_site_dir_is_enabled(tmp_path, monkeypatch, capsys):
+    from npu_fixes.cli import main
+
+    monkeypatch.setattr(site, "getsitepackages", lambda: [str(tmp_path)])
+    assert main(["autoload", "enable", "--site-dir", str(tmp_path)]) == 0
+    assert capsys.readouterr() == (f"autoload enabled: {tmp_path / _autoload.PTH_NAME}\n", "")
+    assert main(["autoload", "status", "--site-dir", str(tmp_path)]) == 0
+    assert capsys.readouterr().out == f"autoload enabled: {tmp_path / _autoload.PTH_NAME}\n"

@@ -131,3 +131,86 @@ def test_python_dash_m_entry_point():
     proc = run_python("import runpy, sys; sys.argv=['npu_fixes', '--help']; runpy.run_module('npu_fixes', run_name='__main__')",
                       check=False)
     assert proc.returncode == 0 and "audit" in proc.stdout
+
+
+def _tree(version, dest):
+    """The Python files of a pinned wheel's torch_npu, extracted (no __pycache__)."""
+    with zipfile.ZipFile(wheel_path(version)) as zf:
+        for name in zf.namelist():
+            if name.startswith("torch_npu/") and name.endswith(".py"):
+                zf.extract(name, dest)
+    return dest
+
+
+def _corrupt_wheel(path, compression):
+    """A wheel whose directory is fine but whose torch_npu/__init__.py data is not."""
+    with zipfile.ZipFile(path, "w", compression) as zf:
+        zf.writestr("torch_npu/__init__.py", "x = 1\n" * 100)
+    with zipfile.ZipFile(path) as zf:
+        info = zf.getinfo("torch_npu/__init__.py")
+    data = bytearray(path.read_bytes())
+    start = info.header_offset + 30 + len(info.filename) + len(info.extra)
+    data[start:start + 4] = b"\xff\xff\xff\xff"  # deflate: invalid block type; stored: bad CRC
+    path.write_bytes(bytes(data))
+    return path
+
+
+@pytest.mark.parametrize("compression", [zipfile.ZIP_DEFLATED, zipfile.ZIP_STORED], ids=["zlib", "crc"])
+def test_audit_corrupt_wheel_exits_2(tmp_path, compression):
+    wheel = _corrupt_wheel(tmp_path / "torch_npu-2.14.0-cp311-cp311-linux_x86_64.whl", compression)
+    proc = cli("audit", "--torch-npu", str(wheel))
+    assert proc.returncode == 2, proc.stderr
+    assert "Traceback" not in proc.stderr
+    lines = proc.stderr.strip().splitlines()
+    assert len(lines) == 1 and lines[0].startswith(f"npu-fixes audit: {wheel}: corrupt wheel")
+    assert "torch_npu/__init__.py" in lines[0]
+
+
+def test_audit_symlink_loop_exits_2(tmp_path):
+    loop = tmp_path / "loop"
+    loop.symlink_to(loop)
+    proc = cli("audit", "--torch-npu", str(loop))
+    assert proc.returncode == 2, proc.stderr
+    assert proc.stderr.strip() == f"npu-fixes audit: {loop}: symbolic link loop"
+
+
+@pytest.mark.parametrize("where", ["codegen/triton.py", "version.py"])
+def test_audit_code_raising_systemexit_is_reported(tmp_path, where):
+    root = _tree("2.14.0", tmp_path)
+    target = root / "torch_npu" / ("version.py" if where == "version.py" else
+                                   f"_inductor/triton_experimental/{where}")
+    target.write_text("raise SystemExit(7)\n")
+    code, report = audit_json(root)
+    assert code == 1, report
+    rows = {f["name"]: f for f in report["fixes"]}
+    if where == "version.py":
+        assert report["errors"] == ["torch_npu/version.py raised SystemExit: 7"]
+        assert report["torch_npu"]["version"] is None
+        assert {(f["before"], f["after"]) for f in rows.values()} == {("fixed-upstream", "-")}
+    else:  # the two fixes of codegen.triton cannot be examined; the others can
+        for name in ("rsplit-outer", "dualview-fold"):
+            assert rows.pop(name)["before"] == "error"
+        assert {(f["before"], f["after"]) for f in rows.values()} == {("fixed-upstream", "-")}
+        assert "SystemExit: 7" in report["fixes"][0]["detail"] + report["fixes"][1]["detail"]
+    proc = cli("audit", "--torch-npu", str(root))  # the table says so too
+    assert proc.returncode == 1 and "SystemExit: 7" in proc.stdout
+
+
+def test_audit_probe_raising_systemexit_is_an_error_row(tmp_path):
+    proc = cli("audit", "--torch-npu", str(_tree("2.14.0", tmp_path)), "--json", prelude="""
+from npu_fixes.fixes import launch_grid
+def exits(module):
+    raise SystemExit(7)
+object.__setattr__(launch_grid.FIX, "probe", exits)
+""")
+    assert proc.returncode == 1, proc.stdout + proc.stderr
+    rows = {f["name"]: f for f in json.loads(proc.stdout)["fixes"]}
+    assert rows["launch-grid"]["before"] == "error"
+    assert rows["launch-grid"]["detail"] == "probe raised SystemExit: 7"
+
+
+def test_audit_writes_no_pycache_into_the_audited_tree(tmp_path):
+    root = _tree("2.14.0", tmp_path)
+    proc = cli("audit", "--torch-npu", str(root), env={"PYTHONDONTWRITEBYTECODE": ""})
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    assert sorted(str(p.relative_to(root)) for p in root.rglob("__pycache__")) == []

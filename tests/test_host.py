@@ -69,19 +69,51 @@ def test_unknown_npu_op_gets_a_generic_schema(tmp_path):
     assert "lowering" in res["modules"] and res["errors"] == {}
 
 
-@pytest.mark.parametrize("make", ["missing", "plain_dir", "not_a_wheel", "wheel_without_torch_npu"])
+@pytest.mark.parametrize("make", ["missing", "plain_dir", "not_a_wheel", "wheel_without_torch_npu",
+                                  "corrupt_wheel", "symlink_loop"])
 def test_not_torch_npu(tmp_path, make):
     target = {
         "missing": tmp_path / "nope",
         "plain_dir": tmp_path,
         "not_a_wheel": tmp_path / "x.whl",
         "wheel_without_torch_npu": tmp_path / "other-1.0-py3-none-any.whl",
+        "corrupt_wheel": tmp_path / "torch_npu-2.14.0-py3-none-any.whl",
+        "symlink_loop": tmp_path / "loop",
     }[make]
     if make == "not_a_wheel":
         target.write_text("hello")
     if make == "wheel_without_torch_npu":
         with zipfile.ZipFile(target, "w") as zf:
             zf.writestr("other/__init__.py", "")
+    if make == "corrupt_wheel":  # a sound directory, a member whose data is not (zlib.error)
+        with zipfile.ZipFile(target, "w", zipfile.ZIP_DEFLATED) as zf:
+            zf.writestr("torch_npu/__init__.py", "x = 1\n" * 100)
+        data = bytearray(target.read_bytes())
+        start = 30 + len("torch_npu/__init__.py")  # the first member's data
+        data[start:start + 4] = b"\xff\xff\xff\xff"
+        target.write_bytes(bytes(data))
+    if make == "symlink_loop":
+        target.symlink_to(target)
     with pytest.raises(host.NotTorchNpu) as info:
         host.load(target)
     assert target.name in str(info.value)
+
+
+def test_import_time_systemexit_is_reported_not_raised(tmp_path):
+    """Code under audit that raises SystemExit while it is imported is an error, not an exit."""
+    root = _extract("2.14.0", tmp_path / "tree")
+    (root / "torch_npu" / "version.py").write_text("raise SystemExit(7)\n")
+    (root / "torch_npu" / "_inductor" / "triton_experimental" / "lowering.py").write_text("raise SystemExit(7)\n")
+    res = host_check(root, REPORT + "result['version_error'] = loaded.version_error\n")
+    assert res["errors"] == {"lowering": "SystemExit: 7"}
+    assert res["version"] is None and res["version_error"] == "torch_npu/version.py raised SystemExit: 7"
+    assert res["modules"] == ["codegen.triton", "npu_triton_heuristics"]
+
+
+def test_load_writes_no_pycache(tmp_path):
+    root = _extract("2.14.0", tmp_path / "tree")
+    res = host_check(root, REPORT + "result['flag'] = sys.dont_write_bytecode\n",
+                     env={"PYTHONDONTWRITEBYTECODE": ""})
+    assert res["modules"] == ["codegen.triton", "lowering", "npu_triton_heuristics"]
+    assert res["flag"] is False  # restored after the load
+    assert list(root.rglob("__pycache__")) == []
