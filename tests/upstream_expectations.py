@@ -14,7 +14,8 @@ Where a test cannot pass for a reason other than the defect, the reason is liste
 test still runs as a strict expected failure (never skipped):
 
 - :data:`NEEDS_HELPER`: it calls a backend helper that this state lacks;
-- :data:`REPAIR_DIFFERS`: it fails where npu_fixes' repair stands in for upstream's fix.
+- :data:`WORDING`: besides the behaviour, it checks upstream's own wording of a message,
+  which npu_fixes' repair words its own way.
 
 :data:`PASSES_REGARDLESS` names tests that pass with or without the defect (guards that a
 repair must keep passing, or tests that prove nothing): expected to pass everywhere.
@@ -68,18 +69,13 @@ NEEDS_HELPER: dict[str, tuple[str, str, str]] = {
         "upstream added it with its fix in 5ff81d9c5; our launch-grid repair wraps make_launcher instead"),
 }
 
-#: Tests that fail where npu_fixes' repair stands in for upstream's fix: test -> why.
-#: Both depend on how a mock answers, not on behaviour real code can reach; each names the
-#: change to the repair that would let the test pass (then strict xfail reports it: drop it here).
-REPAIR_DIFFERS: dict[str, str] = {
+#: Tests that also check upstream's wording of a message: test -> what differs. They fail
+#: where npu_fixes' repair stands in for upstream's fix, and only for that text.
+WORDING: dict[str, str] = {
     _DEB + "test_bernoulli_fallback_disables_npugraph_capture": (
-        "the test's lowerings are Mocks, and rng_capture_gate reads its 'already gated' marker with "
-        "getattr(lowering, _GATED, False), which a Mock answers with a truthy child: every entry is "
-        "taken as gated and left as it is (reading the marker with inspect.getattr_static would not)"),
-    _BERT + "test_outer_rsplit_rejects_fused_pointwise_output": (
-        "rsplit_outer's wrapper asks the original predicate first, which iterates kernel.range_trees, "
-        "a non-iterable Mock in this test (TypeError); upstream's fixed predicate rejects on the "
-        "outputs before reading the trees (asking our rule before the original would not raise)"),
+        "the capture-skip reason must contain upstream's phrase 'no graph-safe seed/offset ABI'; "
+        "rng-capture-gate's reason names the op and says in its own words why capture is skipped "
+        "(every behavioural assertion before that line passes: reason set, op named, lowering called)"),
 }
 
 #: Tests that pass with or without their defect: test -> why.
@@ -140,6 +136,6 @@ def expect(test: str, state: str, registered: Collection[str], has_helper: Calla
     if live.get(fix) == "upgrade-needed":
         return Expectation("xfail", f"{fix}: defect present at {state}; npu_fixes only guards it (no "
                            "run-time repair)")
-    if test in REPAIR_DIFFERS and live.get(fix) == "applied":
-        return Expectation("xfail", f"{fix} repaired, but: {REPAIR_DIFFERS[test]}")
+    if test in WORDING and live.get(fix) == "applied":
+        return Expectation("xfail", f"{fix} repaired; wording only: {WORDING[test]}")
     return Expectation("pass", f"{fix}: defect present at {state}, npu_fixes' fix is {live.get(fix)}")

@@ -54,7 +54,7 @@ def capture_reason(op: Any) -> str:
 
 def gated(op: Any, lowering: Callable[..., Any]) -> Callable[..., Any]:
     """``lowering`` that first marks the graph being lowered as not capturable."""
-    if getattr(lowering, _GATED, False):
+    if getattr(lowering, _GATED, None) is True:
         return lowering
     reason = capture_reason(op)
 
@@ -80,7 +80,7 @@ def gate_table(
     done = []
     for op in bernoulli_ops():
         lowering = table.get(op)
-        if lowering is None or getattr(lowering, _GATED, False):
+        if lowering is None or getattr(lowering, _GATED, None) is True:
             continue
         if patcher is None:
             table[op] = gated(op, lowering)

@@ -80,10 +80,9 @@ def free_reduction_nodes(range_trees: Any) -> int:
     return count
 
 
-def corrected(module: types.ModuleType, kernel: Any, upstream: bool) -> bool:
-    """Apply :func:`split_allowed` to a live kernel; any error rejects the split."""
-    if not upstream:
-        return False
+def kernel_allows_split(module: types.ModuleType, kernel: Any) -> bool:
+    """Our conditions (:func:`split_allowed` with upstream's verdict taken as yes) on a live
+    kernel; any error rejects the split."""
     try:
         hint = kernel.features.get_reduction_hint()
         return split_allowed(
@@ -150,8 +149,8 @@ def probe(module: types.ModuleType) -> Probe:
 
 def install(module: types.ModuleType, patcher: Patcher) -> None:
     def guarded(wrapped: Callable[..., Any], instance: Any, args: tuple, kwargs: dict) -> bool:
-        kernel = args[0] if args else kwargs["kernel"]
-        return corrected(module, kernel, bool(wrapped(*args, **kwargs)))
+        kernel = args[0] if args else kwargs["kernel"]  # ours first: a rejected kernel
+        return kernel_allows_split(module, kernel) and bool(wrapped(*args, **kwargs))  # never asks upstream
 
     patcher.wrap_path(module, TARGET, guarded)
 

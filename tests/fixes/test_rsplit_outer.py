@@ -8,7 +8,7 @@ from types import SimpleNamespace as NS
 
 import pytest
 
-from npu_fixes.fixes.rsplit_outer import corrected, free_reduction_nodes, live_outputs
+from npu_fixes.fixes.rsplit_outer import free_reduction_nodes, kernel_allows_split, live_outputs
 from tests.conftest import FIXED_UPSTREAM, host_check, wheel_path
 from tests.genuine_states import COMMITS, DEFECTS, REFERENCE
 
@@ -159,12 +159,11 @@ def test_free_reduction_nodes_sweep():
     assert free_reduction_nodes([NS(is_reduction=True, nodes={"r0_1": None})]) == 1
 
 
-def test_corrected_rejects_in_doubt():
+def test_kernel_that_cannot_be_read_is_rejected():
     module = NS(ReductionHint=NS(OUTER="outer"))
-    assert corrected(module, NS(), True) is False  # no features / args / range_trees
-    assert corrected(module, NS(), False) is False
+    assert kernel_allows_split(module, NS()) is False  # no features / args / range_trees
     broken = NS(features=NS(get_reduction_hint=lambda: 1 / 0))
-    assert corrected(module, broken, True) is False
+    assert kernel_allows_split(module, broken) is False
 
 
 # -- real upstream code ------------------------------------------------------------------
