@@ -1,0 +1,145 @@
+"""control-deps-lowering: ``control_deps`` keeps Inductor's own lowering.
+
+- **Defect**: the backend's registration turns every lowering that is neither generated
+  nor a decomposition into a generic eager fallback, ``control_deps`` included. That
+  higher-order op carries a ``Subgraph`` argument which only its own lowering understands,
+  so compilation stops with ``LoweringException: AttributeError: 'Subgraph' object has no
+  attribute 'dtype'`` (``target: control_deps``). PyTorch 2.13 inserts ``control_deps``
+  whenever ``torch._inductor.config.fallback_random`` is on and a graph holds two or more
+  random ops (BERT/DeBERTa training graphs with dropout under an accuracy harness), and
+  distributed overlap passes insert it too.
+- **Where**: ``lowering._register_npu_inductor_fallbacks`` (the ``control_deps`` entry it
+  leaves in Inductor's ``lowerings`` table).
+- **Affected**: torch_npu >=2.13.0.dev0,<2.15 whose registration replaces the
+  ``control_deps`` lowering (probe: run the live registration on a scratch table that
+  holds a stand-in ``control_deps`` lowering, fallback creation recorded, not run; see
+  whether the stand-in survives).
+- **Fix**: after each registration, the ``control_deps`` entry it replaced gets back the
+  lowering it had before; where the backend registered before npu_fixes was armed, the
+  entry gets Inductor's own ``control_deps`` lowering again. Every other entry is left
+  as registered. The registration's own records of the fallback (its ``FALLBACK_LIST``
+  entry, and ``control_deps`` in Inductor's ``needs_realized_inputs``, a realization
+  hint) stay: neither changes how ``control_deps`` is lowered.
+- **Upstream**: fixed in the published torch-npu 2.13.0 wheel; remove once unsupported.
+"""
+
+from __future__ import annotations
+
+import inspect
+import types
+from collections.abc import Callable, MutableMapping
+from typing import Any
+
+from ..shim.fix import Fix, Probe
+from ..shim.patcher import Patcher
+from ..shim.scoped import with_globals
+
+REGISTER = "_register_npu_inductor_fallbacks"
+#: Name of Inductor's own ``control_deps`` lowering in ``torch._inductor.lowering``.
+INDUCTOR_LOWERING = "control_deps_op_lowering"
+
+
+def control_deps_op() -> Any:
+    """The ``control_deps`` higher-order op, or None where this torch has none."""
+    try:
+        from torch._inductor.fx_passes.control_dependencies import control_deps
+    except ImportError:
+        return None
+    return control_deps
+
+
+def inductor_lowering() -> Callable[..., Any] | None:
+    """Inductor's own ``control_deps`` lowering (what its table holds before any backend)."""
+    from torch._inductor import lowering
+
+    found = vars(lowering).get(INDUCTOR_LOWERING)
+    return found if callable(found) else None
+
+
+def entry_to_keep(before: Any, after: Any) -> Any:
+    """The rule: the ``control_deps`` lowering that must stand once a registration ran.
+
+    ``before`` / ``after``: the table's entry before and after it (None: absent). A
+    registration may not replace an existing lowering; it may add one where none was.
+    """
+    return after if before is None or after is before else before
+
+
+def keep_entry(table: MutableMapping[Any, Any], op: Any, before: Any,
+               patcher: Patcher | None = None) -> bool:
+    """Put back ``op``'s entry in ``table`` where the rule says so; return whether it did.
+
+    With a ``patcher`` the change is undone by ``npu_fixes.undo()``.
+    """
+    current = table.get(op)
+    keep = entry_to_keep(before, current)
+    if keep is current:
+        return False
+    if patcher is None:
+        table[op] = keep
+    else:
+        patcher.set_item(table, op, keep)
+    return True
+
+
+def probe(module: types.ModuleType) -> Probe:
+    """Run the live registration on a scoped scratch table holding only a stand-in
+    ``control_deps`` lowering (fallback creation recorded, not run; the module's own
+    table and lists untouched) and see whether the stand-in is still there."""
+    op = control_deps_op()
+    if op is None:
+        return Probe(False, "this torch has no control_deps op: nothing to replace")
+
+    def stand_in(*args: Any, **kwargs: Any) -> None:
+        return None
+
+    def generic_fallback(*args: Any, **kwargs: Any) -> None:
+        return None
+
+    scratch: dict[Any, Any] = {op: stand_in}
+    made: list[Any] = []
+
+    def record_fallback(target: Any, *args: Any, **kwargs: Any) -> None:
+        made.append(target)
+        if target in scratch:
+            scratch[target] = generic_fallback
+
+    overrides: dict[str, Any] = {"lowerings": scratch, "make_fallback": record_fallback,
+                                 "FALLBACK_LIST": []}
+    if hasattr(module, "EXPLICIT_FALLBACK_LIST"):  # only some states have it
+        overrides["EXPLICIT_FALLBACK_LIST"] = []
+    with_globals(inspect.getattr_static(module, REGISTER), overrides)()
+    if scratch[op] is stand_in:
+        how = "made it a fallback, then put it back" if op in made else "left it alone"
+        return Probe(False, f"the registration keeps control_deps' own lowering ({how})")
+    return Probe(True, "the registration replaces control_deps' lowering with a generic "
+                       "fallback: lowering it fails on its Subgraph argument")
+
+
+def install(module: types.ModuleType, patcher: Patcher) -> None:
+    def after_register(wrapped: Callable[..., Any], instance: Any, args: tuple, kwargs: dict) -> Any:
+        table = wrapped.__globals__["lowerings"]  # the table this registration fills
+        op = control_deps_op()
+        before = table.get(op)
+        result = wrapped(*args, **kwargs)
+        keep_entry(table, op, before, patcher if table is vars(module).get("lowerings") else None)
+        return result
+
+    patcher.wrap_path(module, REGISTER, after_register)
+    op = control_deps_op()
+    if op in module.FALLBACK_LIST:  # registered before npu_fixes was armed
+        own = inductor_lowering()
+        if own is None:
+            raise RuntimeError(f"torch._inductor.lowering has no {INDUCTOR_LOWERING} to put back")
+        if module.lowerings.get(op) is not own:
+            patcher.set_item(module.lowerings, op, own)
+
+
+FIX = Fix(
+    name="control-deps-lowering",
+    module="torch_npu._inductor.triton_experimental.lowering",
+    targets=(REGISTER,),
+    probe=probe,
+    install=install,
+    signatures={REGISTER: ()},
+)
