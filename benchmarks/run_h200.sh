@@ -28,7 +28,7 @@ stage_ce() {
 
 stage_accuracy() {  # both modes, the model list in two halves: four processes at once
   local models first second mode half
-  models=$(python3 -c "from npu_fixes.accuracy_models import MODELS; print(' '.join(MODELS))")
+  models=$(python3 -c "from npu_fixes.tools.accuracy_models import MODELS; print(' '.join(MODELS))")
   set -- $models
   first=$(echo "${@:1:6}" | tr ' ' ,); second=$(echo "${@:7}" | tr ' ' ,)
   for mode in default reduce-overhead; do

@@ -23,7 +23,7 @@ import sys
 import time
 from pathlib import Path
 
-from npu_fixes import _autoload
+from npu_fixes.shim import autoload as _autoload
 
 
 def timed(cmd: list[str], env: dict[str, str]) -> float:

@@ -13,7 +13,7 @@ def _arm_npu_fixes() -> None:
     spec = importlib.util.find_spec("npu_fixes")  # finds the package without importing it
     if spec is None or not spec.submodule_search_locations:
         return
-    source = Path(next(iter(spec.submodule_search_locations))) / "_autoload.py"
+    source = Path(next(iter(spec.submodule_search_locations))) / "shim" / "autoload.py"
     namespace: dict = {}
     exec(compile(source.read_text(), str(source), "exec"), namespace)  # stdlib-only module
     namespace["arm"]()

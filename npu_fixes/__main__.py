@@ -1,5 +1,5 @@
 """``python -m npu_fixes``: the same as the ``npu-fixes`` command."""
 
-from .cli import main
+from .tools.cli import main
 
 raise SystemExit(main())

@@ -71,7 +71,7 @@ def cli(*args: str, env: dict[str, str] | None = None, path: Sequence[Path] = ()
     the caller's to check."""
     return run_python(
         f"{prelude}\nimport sys; sys.argv = ['npu-fixes', *{list(args)!r}]\n"
-        "from npu_fixes.cli import main\nraise SystemExit(main())",
+        "from npu_fixes.tools.cli import main\nraise SystemExit(main())",
         env=env, check=False, path=path)
 
 
@@ -109,7 +109,7 @@ def _load_prefix_tool():
 @pytest.fixture(scope="session")
 def prefix_copy(tmp_path_factory):
     """Build (once per arguments) a pre-fix copy of a pinned wheel; returns its root dir,
-    the directory containing ``torch_npu/``, usable with ``npu_fixes.host.load``."""
+    the directory containing ``torch_npu/``, usable with ``npu_fixes.tools.host.load``."""
     tool = _load_prefix_tool()
     built: dict[tuple[str, tuple[str, ...]], Path] = {}
 
@@ -130,7 +130,7 @@ def prefix_copy(tmp_path_factory):
 @pytest.fixture(scope="session")
 def genuine(tmp_path_factory):
     """Build (once per state) the self-build of a genuine backend state (see
-    ``tests/genuine_states.py``); returns its root dir, usable with ``npu_fixes.host.load``."""
+    ``tests/genuine_states.py``); returns its root dir, usable with ``npu_fixes.tools.host.load``."""
     from tests import genuine_states
 
     built: dict[str, Path] = {}
@@ -147,11 +147,11 @@ def genuine(tmp_path_factory):
     return build
 
 
-#: Loads npu_fixes/host.py as a module of its own, so that the npu_fixes package (and
+#: Loads npu_fixes/tools/host.py as a module of its own, so that the npu_fixes package (and
 #: its hooks) is not imported.
 STANDALONE_HOST = f"""
 import importlib.util as _ilu
-_spec = _ilu.spec_from_file_location("npu_fixes_host_standalone", {str(REPO / 'npu_fixes' / 'host.py')!r})
+_spec = _ilu.spec_from_file_location("npu_fixes_host_standalone", {str(REPO / 'npu_fixes' / 'tools' / 'host.py')!r})
 host = _ilu.module_from_spec(_spec)
 sys.modules[_spec.name] = host
 _spec.loader.exec_module(host)
@@ -186,7 +186,7 @@ def backend_targets():
 def host_check(location: Path | str, body: str, env: dict[str, str] | None = None) -> dict:
     """Host-load ``location`` in a fresh interpreter, run ``body`` and return its JSON.
 
-    ``body`` sees ``loaded`` (npu_fixes.host.HostLoad), ``mods`` (short name -> module)
+    ``body`` sees ``loaded`` (npu_fixes.tools.host.HostLoad), ``mods`` (short name -> module)
     and ``result`` (a dict it fills). The loader runs from its file, without importing
     the npu_fixes package, so nothing is armed until ``body`` imports npu_fixes (its
     hooks then fire at once).

@@ -24,7 +24,7 @@ def test_a_wrong_compiled_graph_fails_and_names_the_tensor():
     """A backend whose forward outputs are 10% off must fail, naming a prediction."""
     res = last_json(run_python("""
         import json, torch
-        from npu_fixes import accuracy
+        from npu_fixes.tools import accuracy
 
         def off_by_ten_percent(gm, example_inputs):
             def run(*args):
@@ -48,7 +48,7 @@ def test_a_wrong_compiled_graph_fails_and_names_the_tensor():
 def test_compare_reports_first_failing_tensor():
     import torch
 
-    from npu_fixes.accuracy import compare
+    from npu_fixes.tools.accuracy import compare
 
     ref = {"pred.x": torch.ones(4), "grad.w": torch.ones(3)}
     ref64 = {k: v.double() for k, v in ref.items()}
@@ -70,7 +70,7 @@ def test_bad_arguments_exit_2(args, message):
 def test_compare_keeps_an_earlier_failure_when_a_later_tensor_is_missing():
     import torch
 
-    from npu_fixes.accuracy import compare
+    from npu_fixes.tools.accuracy import compare
 
     ref = {"pred.x": torch.ones(4), "grad.w": torch.ones(3)}
     ref64 = {k: v.double() for k, v in ref.items()}
@@ -89,7 +89,7 @@ def test_compare_never_hides_nan_or_inf():
 
     import torch
 
-    from npu_fixes.accuracy import compare
+    from npu_fixes.tools.accuracy import compare
 
     ref = {"pred.x": torch.ones(4), "loss": torch.tensor(1.0)}
     ref64 = {k: v.double() for k, v in ref.items()}

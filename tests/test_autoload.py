@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from npu_fixes import _autoload
+from npu_fixes.shim import autoload as _autoload
 from tests.conftest import REPO, last_json, run_python
 
 
@@ -104,7 +104,7 @@ def test_example_sitecustomize_arms_without_importing_npu_fixes(tmp_path):
 
 
 def test_cli_autoload_commands(tmp_path):
-    from npu_fixes.cli import main
+    from npu_fixes.tools.cli import main
 
     assert main(["autoload", "enable", "--site-dir", str(tmp_path)]) == 0
     assert (tmp_path / _autoload.PTH_NAME).is_file()
@@ -145,7 +145,7 @@ def _read_only(directory: Path, monkeypatch) -> None:
 
 @pytest.mark.parametrize("action", ["enable", "disable"])
 def test_cli_autoload_read_only_site_dir_exits_2(tmp_path, monkeypatch, capsys, action):
-    from npu_fixes.cli import main
+    from npu_fixes.tools.cli import main
 
     site_dir = tmp_path / "site-packages"
     site_dir.mkdir()
@@ -162,7 +162,7 @@ def test_cli_autoload_read_only_site_dir_exits_2(tmp_path, monkeypatch, capsys, 
 
 
 def test_cli_autoload_site_dir_below_a_file_exits_2(tmp_path, capsys):
-    from npu_fixes.cli import main
+    from npu_fixes.tools.cli import main
 
     (tmp_path / "afile").write_text("")
     target = tmp_path / "afile" / "site-packages"
@@ -174,7 +174,7 @@ def test_cli_autoload_site_dir_below_a_file_exits_2(tmp_path, capsys):
 
 def test_cli_autoload_outside_site_dirs_is_never_called_enabled(tmp_path, capsys):
     """Python never reads .pth files from tmp_path: neither enable nor status may say enabled."""
-    from npu_fixes.cli import main
+    from npu_fixes.tools.cli import main
 
     assert main(["autoload", "enable", "--site-dir", str(tmp_path)]) == 0
     out, err = capsys.readouterr()
@@ -187,7 +187,7 @@ def test_cli_autoload_outside_site_dirs_is_never_called_enabled(tmp_path, capsys
 
 
 def test_cli_autoload_in_a_site_dir_is_enabled(tmp_path, monkeypatch, capsys):
-    from npu_fixes.cli import main
+    from npu_fixes.tools.cli import main
 
     monkeypatch.setattr(site, "getsitepackages", lambda: [str(tmp_path)])
     assert main(["autoload", "enable", "--site-dir", str(tmp_path)]) == 0

@@ -6,7 +6,7 @@ import zipfile
 
 import pytest
 
-from npu_fixes import host
+from npu_fixes.tools import host
 from tests.conftest import PINNED, host_check, wheel_path
 
 REPORT = """

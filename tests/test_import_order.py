@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import pytest
 
-from npu_fixes import _autoload
+from npu_fixes.shim import autoload as _autoload
 from tests import genuine_states
 from tests.conftest import (
     FIXED_UPSTREAM,

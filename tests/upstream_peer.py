@@ -80,7 +80,7 @@ def pytest_configure(config: pytest.Config) -> None:
     os.environ["TORCH_DEVICE_BACKEND_AUTOLOAD"] = "0"
     _seen["expecttest"] = _expecttest()
 
-    from npu_fixes import host  # imports npu_fixes: its hooks are armed before the backend loads
+    from npu_fixes.tools import host  # imports npu_fixes: its hooks are armed before the backend loads
 
     location = host.installed_location()
     if location is None:
@@ -92,7 +92,7 @@ def pytest_configure(config: pytest.Config) -> None:
 
 
 def _has_helper(module: str, name: str) -> bool:
-    from npu_fixes.host import BACKEND
+    from npu_fixes.tools.host import BACKEND
 
     owner = sys.modules.get(f"{BACKEND}.{module}")
     return owner is not None and hasattr(owner, name)

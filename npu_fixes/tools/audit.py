@@ -1,6 +1,6 @@
 """Audit a torch_npu install, source tree or wheel for the known defects.
 
-The code is loaded with :mod:`npu_fixes.host`; each fix's probe runs on the untouched
+The code is loaded with :mod:`npu_fixes.tools.host`; each fix's probe runs on the untouched
 code (``needed`` / ``fixed-upstream`` / ``absent`` / ``error``), then the needed fixes
 are installed on the loaded code and probed again (``verified`` / ``still-broken``).
 Whatever the audited code raises while it is loaded, probed or repaired (``SystemExit``
@@ -14,10 +14,10 @@ import dataclasses
 import os
 from typing import Any
 
+from ..fixes import all_fixes
+from ..shim.fix import Fix, TargetMissing, one_line
+from ..shim.patcher import Patcher
 from . import host
-from .fixes import all_fixes
-from .shim.fix import Fix, TargetMissing, one_line
-from .shim.patcher import Patcher
 
 NEEDED, FIXED_UPSTREAM, ABSENT, ERROR = "needed", "fixed-upstream", "absent", "error"
 VERIFIED, STILL_BROKEN, NOTHING = "verified", "still-broken", "-"
@@ -98,7 +98,7 @@ def _after(fix: Fix, loaded: host.HostLoad, patcher: Patcher) -> tuple[str, str]
 def audit(location: str | os.PathLike[str] | None = None) -> AuditReport:
     """Audit the torch_npu at ``location`` (default: the installed one) in this process.
 
-    Raises :class:`npu_fixes.host.NotTorchNpu` for a location that is not torch_npu.
+    Raises :class:`npu_fixes.tools.host.NotTorchNpu` for a location that is not torch_npu.
     """
     import npu_fixes
 

@@ -9,7 +9,7 @@ import os
 import sys
 from collections.abc import Sequence
 
-from . import _autoload
+from ..shim import autoload as _autoload
 
 EXIT_OK, EXIT_BROKEN, EXIT_USAGE = 0, 1, 2
 

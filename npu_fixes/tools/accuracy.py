@@ -25,7 +25,7 @@ import time
 from collections.abc import Callable
 from typing import Any
 
-from .shim.fix import one_line
+from ..shim.fix import one_line
 
 TOLERANCE = 1e-2  # the harness's training tolerance for Hugging Face models
 LEARNING_RATE = 1e-2
