@@ -10,9 +10,9 @@ from tests import genuine_states
 from tests.upstream_expectations import (
     EXERCISES,
     NEEDS_HELPER,
-    WORDING,
     PASSES_REGARDLESS,
     UNLISTED,
+    WORDING,
     expect,
 )
 
