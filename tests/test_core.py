@@ -413,3 +413,27 @@ def test_guard_reports_upgrade_needed_and_installs_only_its_guard(make_module, c
         mod.decide(50)
     guarded.undo()
     assert mod.decide is original and "guard was removed" in guarded.status()[0].detail
+
+
+def test_two_fixes_wrapping_one_target_both_apply_and_undo(make_module):
+    mod = importlib.import_module(make_module("shared_target", TARGET_SOURCE))
+    original = mod.decide
+
+    def probe_small(module):
+        broken = module.decide(-5) is True
+        return Probe(broken, "decide(-5) accepted" if broken else "decide(-5) refused")
+
+    def install_small(module, patcher):  # a second, independent repair of the same function
+        patcher.wrap_path(module, "decide", lambda w, i, a, k: w(*a, **k) and a[0] > -1)
+
+    mod.decide = lambda x: x > 1 or x < -1  # defective both ways
+    broken = mod.decide
+    reg = Registry([make_fix(mod.__name__), make_fix(mod.__name__, name="launch-grid", probe=probe_small,
+                                                     install=install_small)])
+    reg.arm()
+    assert [r.state for r in reg.status()] == [State.APPLIED, State.APPLIED]
+    assert mod.decide(50) is False and mod.decide(-5) is False and mod.decide(5) is True
+    reg.arm()  # evaluating again wraps nothing more
+    assert len(reg.patcher) == 2
+    reg.undo()
+    assert mod.decide is broken and original is not broken

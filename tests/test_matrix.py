@@ -8,6 +8,7 @@ from __future__ import annotations
 import json
 import os
 
+from npu_fixes.fixes import all_fixes
 from tests import genuine_states
 from tests.conftest import STANDALONE_HOST, backend_targets_code, cli, last_json, run_python
 
@@ -15,14 +16,28 @@ ROW = os.environ.get("NPU_FIXES_MATRIX_ROW")  # None: torch_npu not installed
 KIND, _, NAME = (ROW or "").partition(":")
 
 
+BACKEND = [f for f in all_fixes() if f.module.startswith("torch_npu.")]
+GUARDS = {f.name for f in BACKEND if not f.repairable}
+
+
 def expected_needed() -> frozenset[str] | None:
-    """The five fixes' defects this row has; None where they are not known in advance
-    (a source tree of the user's own)."""
+    """The backend defects this row has; None where they are not known in advance (a source
+    tree of the user's own)."""
     if KIND == "wheel":
         return frozenset()
     if KIND == "prefix":
         return frozenset({NAME})
-    return genuine_states.DEFECTS.get(NAME)
+    if NAME not in genuine_states.DEFECTS:
+        return None
+    beyond = {name for name, states in genuine_states.BEYOND.items() if NAME in states}
+    return genuine_states.DEFECTS[NAME] | beyond
+
+
+def expected_same(needed: frozenset[str]) -> dict[str, bool]:
+    """Fix name -> whether its first target is still the very object it was: not where any
+    needed fix with an install (a repair or a guard) changed that target."""
+    changed = {(f.module, t) for f in BACKEND if f.name in needed and f.install for t in f.targets}
+    return {f.name: (f.module, f.targets[0]) not in changed for f in BACKEND}
 
 
 def test_audit_of_the_installed_torch_npu():
@@ -30,19 +45,20 @@ def test_audit_of_the_installed_torch_npu():
     if ROW is None:
         assert proc.returncode == 2 and "no torch_npu is installed" in proc.stderr
         return
-    assert proc.returncode == 0, proc.stdout + proc.stderr
     report = json.loads(proc.stdout)
     assert report["torch_npu"]["version"] == (NAME if KIND == "wheel" else "2.13.0")
     columns = {f["name"]: (f["before"], f["after"]) for f in report["fixes"]}
     if ROW == "wheel:2.12.0.post3":
-        assert set(columns.values()) == {("absent", "-")}
+        assert proc.returncode == 0 and set(columns.values()) == {("absent", "-")}
         return
     needed = expected_needed()
-    if needed is None:  # unknown defects: each is either fixed or repaired and verified
-        assert set(columns.values()) <= {("fixed-upstream", "-"), ("needed", "verified")}, columns
-        return
-    assert columns == {n: ("needed", "verified") if n in needed else ("fixed-upstream", "-")
-                       for n in genuine_states.FIVE}
+    if needed is None:  # unknown defects: each is fixed, repaired and verified, or guarded
+        assert set(columns.values()) <= {("fixed-upstream", "-"), ("needed", "verified"),
+                                         ("needed", "upgrade-needed")}, columns
+        needed = frozenset(n for n, (before, _) in columns.items() if before == "needed")
+    assert columns == {f.name: ("fixed-upstream", "-") if f.name not in needed
+                       else ("needed", "upgrade-needed" if f.name in GUARDS else "verified") for f in BACKEND}
+    assert proc.returncode == (3 if needed & GUARDS else 0), proc.stderr
 
 
 def test_installed_backend_is_repaired_exactly_where_needed():
@@ -65,10 +81,11 @@ print(json.dumps({"version": loaded.version,
         return
     needed = expected_needed()
     if needed is None:
-        needed = frozenset(n for n, s in res["states"].items() if s == "applied")
-        assert set(res["states"].values()) <= {"applied", "not-needed"}, res
-    assert res["states"] == {n: "applied" if n in needed else "not-needed" for n in genuine_states.FIVE}
-    assert res["same"] == {n: n not in needed for n in genuine_states.FIVE}
+        needed = frozenset(n for n, s in res["states"].items() if s in ("applied", "upgrade-needed"))
+        assert set(res["states"].values()) <= {"applied", "not-needed", "upgrade-needed"}, res
+    assert res["states"] == {f.name: "not-needed" if f.name not in needed
+                             else "upgrade-needed" if f.name in GUARDS else "applied" for f in BACKEND}
+    assert res["same"] == expected_same(needed)
 
 
 def test_status_reports_the_install():

@@ -1,40 +1,38 @@
-"""One module per defect; :func:`all_fixes` returns them in their fixed order: the five
-torch_npu backend fixes, then the Transformer Engine drop-in."""
+"""One module per defect; :data:`MODULES` is the one list of them, in their fixed order:
+the five reported torch_npu backend fixes, the other upstream fixes of the same weeks,
+the guards for defects only an upgrade removes, then the Transformer Engine drop-in.
+
+Adding a fix is one module (named like the fix, with underscores) and one line here.
+"""
 
 from __future__ import annotations
 
+import importlib
 from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
     from ..shim.fix import Fix
 
-#: Names used by status, audit and ``NPU_FIXES_DISABLE``.
-FIX_NAMES = (
-    "rsplit-outer",
-    "dualview-fold",
-    "launch-grid",
-    "boundary-downcast",
-    "rng-capture-gate",
-    "te-parallel-ce",
+MODULES = (
+    "rsplit_outer",
+    "dualview_fold",
+    "launch_grid",
+    "boundary_downcast",
+    "rng_capture_gate",
+    "control_deps_lowering",
+    "auto_blockify_option",
+    "scalar_reduction_grid",
+    "index_put_dtype",
+    "nd_reduction",
+    "codegen_misc_95c",
+    "slice_scatter_offset",
+    "te_parallel_ce",
 )
+
+#: Names used by status, audit and ``NPU_FIXES_DISABLE``.
+FIX_NAMES = tuple(module.replace("_", "-") for module in MODULES)
 
 
 def all_fixes() -> tuple[Fix, ...]:
-    """The fix records, in :data:`FIX_NAMES` order."""
-    from . import (
-        boundary_downcast,
-        dualview_fold,
-        launch_grid,
-        rng_capture_gate,
-        rsplit_outer,
-        te_parallel_ce,
-    )
-
-    return (
-        rsplit_outer.FIX,
-        dualview_fold.FIX,
-        launch_grid.FIX,
-        boundary_downcast.FIX,
-        rng_capture_gate.FIX,
-        te_parallel_ce.FIX,
-    )
+    """The fix records, in :data:`MODULES` order."""
+    return tuple(importlib.import_module(f"{__name__}.{module}").FIX for module in MODULES)

@@ -2,10 +2,11 @@
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import inspect
 import logging
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from types import ModuleType
 from typing import Any
 
@@ -71,10 +72,24 @@ class Patcher:
     does not do, under the same rule: only what still stands as we left it is restored."""
 
     def __init__(self) -> None:
-        self._patches: dict[tuple[int, Any], _Patch] = {}
+        self._patches: dict[tuple[Any, int, Any], _Patch] = {}
         self._seq = 0
+        self._scope: str | None = None
 
-    def _record(self, key: tuple[int, Any], patch: _Patch) -> None:
+    @contextlib.contextmanager
+    def scope(self, name: str) -> Iterator[None]:
+        """Changes made inside belong to ``name`` (a fix): two fixes may wrap one target,
+        each once, and each is told apart from the other's wrapper."""
+        outer, self._scope = self._scope, name
+        try:
+            yield
+        finally:
+            self._scope = outer
+
+    def _key(self, owner: Any, name: Any) -> tuple[Any, int, Any]:
+        return (self._scope, id(owner), name)
+
+    def _record(self, key: tuple[Any, int, Any], patch: _Patch) -> None:
         patch.seq = self._seq
         self._seq += 1
         self._patches.pop(key, None)  # a stale entry: its replacement no longer stands there
@@ -88,7 +103,7 @@ class Patcher:
         """Wrap ``owner.attr`` with ``wrapper``; applying twice wraps once. Returns wrapt's handle."""
         import wrapt
 
-        key = (id(owner), attr)
+        key = self._key(owner, attr)
         patch = self._patches.get(key)
         if patch is not None and patch.still_ours():
             return patch.replacement
@@ -109,12 +124,12 @@ class Patcher:
         if inspect.getattr_static(owner, attr, _MISSING) is not _MISSING:
             raise ValueError(f"{owner!r} already has {attr!r}: wrap it instead of adding it")
         setattr(owner, attr, value)
-        self._record((id(owner), attr), _Patch("add", owner, attr, value))
+        self._record(self._key(owner, attr), _Patch("add", owner, attr, value))
 
     def set_item(self, mapping: Any, key: Any, value: Any) -> None:
         """``mapping[key] = value``, restorable; the first original is the one kept (a key
         that was missing is deleted again)."""
-        patch_key = (id(mapping), key)
+        patch_key = self._key(mapping, key)
         patch = self._patches.get(patch_key)
         if patch is not None and patch.still_ours():
             patch.replacement = value
@@ -124,12 +139,12 @@ class Patcher:
 
     def is_wrapped(self, owner: Any, attr: str) -> bool:
         """Whether our change to ``owner.attr`` still stands."""
-        patch = self._patches.get((id(owner), attr))
+        patch = self._patches.get(self._key(owner, attr))
         return patch is not None and patch.still_ours()
 
     def original(self, owner: Any, attr: str) -> Any:
         """The object that stood at ``owner.attr`` (or ``owner[attr]``) before we patched it."""
-        patch = self._patches[(id(owner), attr)]
+        patch = self._patches[self._key(owner, attr)]
         return patch.replacement.__wrapped__ if patch.kind == "wrap" else patch.original
 
     def restore(self) -> int:

@@ -155,7 +155,8 @@ class Registry:
 
     def _targets_still_ours(self, fix: Fix, module: ModuleType) -> bool:
         try:
-            return all(self.patcher.is_wrapped(*resolve_owner(module, t)) for t in fix.patched)
+            with self.patcher.scope(fix.name):
+                return all(self.patcher.is_wrapped(*resolve_owner(module, t)) for t in fix.patched)
         except TargetMissing:
             return False
 
@@ -188,7 +189,8 @@ class Registry:
         mark = self.patcher.mark()
         try:
             if fix.install is not None:
-                fix.install(module, self.patcher)
+                with self.patcher.scope(fix.name):
+                    fix.install(module, self.patcher)
         except Exception as exc:  # noqa: BLE001
             self.patcher.rollback(mark)
             return State.FAILED, f"install raised {type(exc).__name__}: {exc}"

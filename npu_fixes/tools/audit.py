@@ -2,7 +2,8 @@
 
 The code is loaded with :mod:`npu_fixes.tools.host`; each fix's probe runs on the untouched
 code (``needed`` / ``fixed-upstream`` / ``absent`` / ``error``), then the needed fixes
-are installed on the loaded code and probed again (``verified`` / ``still-broken``).
+are installed on the loaded code and probed again (``verified`` / ``still-broken``); a
+defect no run-time repair can fix is ``upgrade-needed`` (its guard, if any, installed).
 Whatever the audited code raises while it is loaded, probed or repaired (``SystemExit``
 included, ``KeyboardInterrupt`` excepted) is reported, never raised; no ``__pycache__`` is
 written into the audited tree.
@@ -21,6 +22,7 @@ from . import host
 
 NEEDED, FIXED_UPSTREAM, ABSENT, ERROR = "needed", "fixed-upstream", "absent", "error"
 VERIFIED, STILL_BROKEN, NOTHING = "verified", "still-broken", "-"
+UPGRADE_NEEDED = "upgrade-needed"
 
 
 @dataclasses.dataclass
@@ -43,6 +45,11 @@ class AuditReport:
     def ok(self) -> bool:
         """Nothing still broken and nothing we could not examine."""
         return not self.errors and all(f.after != STILL_BROKEN and f.before != ERROR for f in self.fixes)
+
+    @property
+    def upgrade_needed(self) -> bool:
+        """A known defect is present that only an upgrade of torch_npu removes."""
+        return any(f.after == UPGRADE_NEEDED for f in self.fixes)
 
     def as_dict(self) -> dict[str, Any]:
         return {
@@ -86,7 +93,11 @@ def _after(fix: Fix, loaded: host.HostLoad, patcher: Patcher) -> tuple[str, str]
     module = loaded.module(_short_name(fix))
     assert module is not None
     try:
-        fix.install(module, patcher)
+        if fix.install is not None:
+            with patcher.scope(fix.name):
+                fix.install(module, patcher)
+        if not fix.repairable:
+            return UPGRADE_NEEDED, ""
         probe = fix.probe(module)
     except KeyboardInterrupt:
         raise
@@ -119,7 +130,7 @@ def audit(location: str | os.PathLike[str] | None = None) -> AuditReport:
             after = NOTHING
             if before == NEEDED:
                 after, repaired = _after(fix, loaded, patcher)
-                detail = f"{detail}; after repair: {repaired}"
+                detail = f"{detail}; after repair: {repaired}" if repaired else detail
             results.append(FixAudit(fix.name, before, after, detail))
     errors = [loaded.version_error] if loaded.version_error else []
     return AuditReport(loaded.version, str(loaded.source), results, errors)

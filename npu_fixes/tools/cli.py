@@ -6,20 +6,23 @@ import argparse
 import importlib
 import json
 import os
+import shutil
 import sys
 from collections.abc import Sequence
 
 from ..shim import autoload as _autoload
 
-EXIT_OK, EXIT_BROKEN, EXIT_USAGE = 0, 1, 2
+EXIT_OK, EXIT_BROKEN, EXIT_USAGE, EXIT_UPGRADE = 0, 1, 2, 3
 
 
-def _table(headers: Sequence[str], rows: Sequence[Sequence[str]]) -> str:
+def _table(headers: Sequence[str], rows: Sequence[Sequence[str]], width: int | None = None) -> str:
+    """Aligned columns; with ``width``, each line's last column is cut to fit (ending in "…")."""
     widths = [max(len(str(c)) for c in col) for col in zip(headers, *rows, strict=True)]
-    lines = [headers, *rows]
-    return "\n".join(
-        "  ".join(str(c).ljust(w) for c, w in zip(line, widths, strict=True)).rstrip() for line in lines
-    )
+    out = []
+    for line in (headers, *rows):
+        text = "  ".join(str(c).ljust(w) for c, w in zip(line, widths, strict=True)).rstrip()
+        out.append(text if width is None or len(text) <= width else text[: width - 1] + "…")
+    return "\n".join(out)
 
 
 def _import_stack(modules: Sequence[str]) -> tuple[list[str], list[str]]:
@@ -81,9 +84,12 @@ def cmd_audit(args: argparse.Namespace) -> int:
         print(f"torch_npu {report.version or 'unknown version'} at {report.path}")
         for line in report.errors:
             print(f"error: {line}")
+        width = shutil.get_terminal_size((120, 24)).columns
         rows = [(f.name, f.before, f.after, f.detail) for f in report.fixes]
-        print(_table(("fix", "before", "after", "detail"), rows))
-    return EXIT_OK if report.ok else EXIT_BROKEN
+        print(_table(("fix", "before", "after", "detail"), rows, width))
+    if not report.ok:
+        return EXIT_BROKEN
+    return EXIT_UPGRADE if report.upgrade_needed else EXIT_OK
 
 
 def _not_site_dir(directory: str) -> str:
