@@ -14,8 +14,8 @@ Where a test cannot pass for a reason other than the defect, the reason is liste
 test still runs as a strict expected failure (never skipped):
 
 - :data:`NEEDS_HELPER`: it calls a backend helper that this state lacks;
-- :data:`WORDING`: besides the behaviour, it checks upstream's own wording of a message,
-  which npu_fixes' repair words its own way.
+- :data:`HOW_UPSTREAM_FIXED_IT`: besides the behaviour, it checks how upstream made its fix
+  (a message's wording, an entry in a list), which npu_fixes' repair does its own way.
 
 :data:`PASSES_REGARDLESS` names tests that pass with or without the defect (guards that a
 repair must keep passing, or tests that prove nothing): expected to pass everywhere.
@@ -69,13 +69,18 @@ NEEDS_HELPER: dict[str, tuple[str, str, str]] = {
         "upstream added it with its fix in 5ff81d9c5; our launch-grid repair wraps make_launcher instead"),
 }
 
-#: Tests that also check upstream's wording of a message: test -> what differs. They fail
-#: where npu_fixes' repair stands in for upstream's fix, and only for that text.
-WORDING: dict[str, str] = {
+#: Tests that also check how upstream made its fix, not only what the code does: test ->
+#: what differs. They fail where npu_fixes' repair stands in for upstream's fix, for that only.
+HOW_UPSTREAM_FIXED_IT: dict[str, str] = {
     _DEB + "test_bernoulli_fallback_disables_npugraph_capture": (
         "the capture-skip reason must contain upstream's phrase 'no graph-safe seed/offset ABI'; "
         "rng-capture-gate's reason names the op and says in its own words why capture is skipped "
         "(every behavioural assertion before that line passes: reason set, op named, lowering called)"),
+    _REG + "test_control_deps_is_not_replaced_with_fallback": (
+        "asserts control_deps is in lowering_override_list.KEEP_UPSTREAM_LOWERING and that the "
+        "registration never calls make_fallback for it; control-deps-lowering leaves the list as "
+        "it is and gives control_deps its own lowering back after the registration (the compile "
+        "that failed now succeeds and matches eager: tests/fixes/test_control_deps_lowering.py)"),
 }
 
 #: Tests that pass with or without their defect: test -> why.
@@ -136,6 +141,6 @@ def expect(test: str, state: str, registered: Collection[str], has_helper: Calla
     if live.get(fix) == "upgrade-needed":
         return Expectation("xfail", f"{fix}: defect present at {state}; npu_fixes only guards it (no "
                            "run-time repair)")
-    if test in WORDING and live.get(fix) == "applied":
-        return Expectation("xfail", f"{fix} repaired; wording only: {WORDING[test]}")
+    if test in HOW_UPSTREAM_FIXED_IT and live.get(fix) == "applied":
+        return Expectation("xfail", f"{fix} repaired in its own way: {HOW_UPSTREAM_FIXED_IT[test]}")
     return Expectation("pass", f"{fix}: defect present at {state}, npu_fixes' fix is {live.get(fix)}")
