@@ -1,0 +1,120 @@
+"""rsplit-nonsum: the cross-core r-axis split is only used for ``sum`` reductions.
+
+- **Defect**: ``_npu_rsplit_outer_applicable`` checks that the kernel has one reduction and
+  that it is not a Welford, but not which reduction it is. The combine kernel of the split
+  always adds the per-core partials, so an OUTER ``max``/``min``/``prod``/``argmax`` that
+  gets split returns the sum of partial results: silently wrong values, no error.
+- **Where**: ``codegen.triton._npu_rsplit_outer_applicable`` (the same predicate as
+  rsplit-outer, which looks at outputs and tree shape and lets every type through).
+- **Affected**: torch_npu >=2.13.0.dev0,<2.15 whose predicate accepts an OUTER ``max``
+  kernel (probe: one live output, one flat reduction node, hf_Bert sizes 2048 -> 768).
+- **Fix**: a kernel is handed to the predicate only if every reduction node it holds is a
+  ``sum``; any other kernel, or one whose reduction types cannot be read, is not split (it
+  then compiles without the split, as any rejected kernel does). For ``sum`` kernels the
+  predicate decides as before.
+- **Upstream**: fixed in the published torch-npu 2.13.0 wheel; remove once unsupported.
+"""
+
+from __future__ import annotations
+
+import inspect
+import types
+from collections.abc import Callable, Sequence
+from typing import Any
+
+from ..shim.fix import Fix, Probe
+from ..shim.patcher import Patcher
+from ..shim.scoped import with_globals
+
+TARGET = "_npu_rsplit_outer_applicable"
+#: The one reduction type whose partials the split's combine step may add up.
+ADDITIVE = "sum"
+
+
+def split_allowed(upstream: bool, reduction_types: Sequence[Any] | None) -> bool:
+    """The corrected decision: upstream's, narrowed to kernels whose reductions are all
+    ``sum``. ``None`` or an empty list (types unknown) rejects."""
+    return bool(upstream and reduction_types and all(t == ADDITIVE for t in reduction_types))
+
+
+def reduction_types(kernel: Any) -> list[Any] | None:
+    """The ``reduction_type`` of each reduction node of a live kernel; None when they
+    cannot be read."""
+    try:
+        return [node.node.data.reduction_type for node in kernel.features.reduction_nodes()]
+    except Exception:  # noqa: BLE001 - unreadable: the caller rejects
+        return None
+
+
+def kernel_allows_split(kernel: Any) -> bool:
+    """:func:`split_allowed` on a live kernel with upstream's verdict taken as yes: whether
+    every reduction it holds is a ``sum``."""
+    return split_allowed(True, reduction_types(kernel))
+
+
+# -- probe -------------------------------------------------------------------------------
+def stand_in_kernel(module: types.ModuleType, rtype: str) -> types.SimpleNamespace:
+    """An OUTER reduction kernel of hf_Bert sizes (2048 rows into a 1x768 output) with one
+    live output and one flat reduction node: every check but the type lets it split."""
+    import sympy
+
+    NS = types.SimpleNamespace
+    reduction = NS(node=NS(data=NS(reduction_type=rtype)))
+    features = NS(
+        get_reduction_hint=lambda: module.ReductionHint.OUTER,
+        scheduler_nodes=lambda: [reduction],
+        reduction_nodes=lambda: [reduction],
+        reduction_numel=sympy.Integer(2048),
+    )
+    x_tree = NS(is_reduction=False, is_loop=False, tree_node_mapping={},
+                nodes={"x0": NS(name="x0", length=sympy.Integer(768))})
+    r_tree = NS(is_reduction=True, is_loop=False, tree_node_mapping={},
+                nodes={"r0_1": NS(name="r0_1", length=sympy.Integer(2048))})
+    return NS(inside_reduction=True, features=features, range_trees=[x_tree, r_tree],
+              args=NS(output_buffers={"buf1": "out_ptr0"}, inplace_buffers={}))
+
+
+def _accepts(module: types.ModuleType, kernel: Any) -> bool:
+    """The live predicate (with any wrappers) on ``kernel``, its gate on and 40 vector
+    cores, through a scoped copy: the module's globals are not touched."""
+    from torch._inductor.sizevars import SizeVarAllocator
+    from torch._inductor.virtualized import V
+
+    cores = types.SimpleNamespace(get_npu_vector_core_count=lambda: 40)
+    graph = types.SimpleNamespace(sizevars=SizeVarAllocator())
+    predicate = with_globals(inspect.getattr_static(module, TARGET),
+                             {"npu_rsplit_outer": True, "device_props": cores})
+    with V.set_graph_handler(graph):  # type: ignore[arg-type]
+        return bool(predicate(kernel))
+
+
+def probe(module: types.ModuleType) -> Probe:
+    """Ask the live predicate about the stand-in kernel as an OUTER ``max`` (the ``sum``
+    form is asked too, for the detail only)."""
+    try:
+        accepts_max = _accepts(module, stand_in_kernel(module, "max"))
+        accepts_sum = _accepts(module, stand_in_kernel(module, ADDITIVE))
+    except Exception as exc:  # noqa: BLE001 - a predicate we cannot ask is left alone
+        return Probe(False, f"{TARGET} raised {type(exc).__name__} on the stand-in kernel: left alone")
+    if accepts_max:
+        return Probe(True, f"{TARGET} accepts an OUTER max kernel: its partials would be added")
+    control = "accepts" if accepts_sum else "also rejects"
+    return Probe(False, f"{TARGET} rejects an OUTER max kernel ({control} the same kernel as sum)")
+
+
+def install(module: types.ModuleType, patcher: Patcher) -> None:
+    def sum_only(wrapped: Callable[..., Any], instance: Any, args: tuple, kwargs: dict) -> bool:
+        kernel = args[0] if args else kwargs["kernel"]  # ours first: a kernel we reject
+        return kernel_allows_split(kernel) and bool(wrapped(*args, **kwargs))  # never reaches upstream
+
+    patcher.wrap_path(module, TARGET, sum_only)
+
+
+FIX = Fix(
+    name="rsplit-nonsum",
+    module="torch_npu._inductor.triton_experimental.codegen.triton",
+    targets=(TARGET,),
+    probe=probe,
+    install=install,
+    signatures={TARGET: ("kernel",)},
+)
