@@ -10,7 +10,7 @@ CPU, triton 3.6.0, npu_fixes); a row differs only in the torch_npu on ``PYTHONPA
   commit's (``tests/genuine_states.py`` says where the folders come from);
   ``genuine-tree`` does the same with ``$NPU_FIXES_GENUINE_TREE``, a source tree of yours;
 - ``prefix-<fix>``: the 2.13.0 wheel with that one defect edited back in
-  (``examples/make_prefix_copy.py``).
+  (``tests/prefix_copies.py``).
 
 Installed rows run ``tests/test_matrix.py``; genuine rows then run upstream's own regression
 tests as a peer suite (``tests/upstream_peer.py``). ``bash scripts/test.sh`` runs every row; a
@@ -103,7 +103,7 @@ def prefix_row(defect: str):
     def row(session: nox.Session) -> None:
         site = CACHE / f"site-prefix-{defect}"
         shutil.rmtree(site, ignore_errors=True)
-        session.run(PY, "examples/make_prefix_copy.py", str(wheel("2.13.0")), str(site), "--defect", defect)
+        session.run(PY, "-m", "tests.prefix_copies", str(wheel("2.13.0")), str(site), "--defect", defect)
         run_matrix(session, f"prefix:{defect}", site)
     row.__doc__ = f"pre-fix copy of the 2.13.0 wheel with the {defect} defect alone."
     return row

@@ -17,6 +17,6 @@ g.build('8bfbb9ed1', Path(sys.argv[1]), Path('.cache/genuine-8bfbb9ed1'))" "$whe
   "$PY" -m npu_fixes audit --torch-npu .cache/genuine-8bfbb9ed1
 else
   echo "== audit: pre-fix copy of the wheel (all five defects re-introduced) =="
-  "$PY" examples/make_prefix_copy.py "$wheel" .cache/prefix-2.13.0 --force >/dev/null 2>&1
+  "$PY" -m tests.prefix_copies "$wheel" .cache/prefix-2.13.0 --force >/dev/null 2>&1
   "$PY" -m npu_fixes audit --torch-npu .cache/prefix-2.13.0
 fi

@@ -96,21 +96,11 @@ def make_module(tmp_path, monkeypatch):
         sys.modules.pop(name, None)
 
 
-def _load_prefix_tool():
-    import importlib.util
-
-    spec = importlib.util.spec_from_file_location("make_prefix_copy", REPO / "examples" / "make_prefix_copy.py")
-    module = importlib.util.module_from_spec(spec)
-    sys.modules.setdefault("make_prefix_copy", module)
-    spec.loader.exec_module(module)
-    return module
-
-
 @pytest.fixture(scope="session")
 def prefix_copy(tmp_path_factory):
     """Build (once per arguments) a pre-fix copy of a pinned wheel; returns its root dir,
     the directory containing ``torch_npu/``, usable with ``npu_fixes.tools.host.load``."""
-    tool = _load_prefix_tool()
+    from tests import prefix_copies as tool
     built: dict[tuple[str, tuple[str, ...]], Path] = {}
 
     def build(defects: tuple[str, ...] | str = "all", version: str = "2.13.0") -> Path:

@@ -23,6 +23,8 @@ MODULES = (
     "auto_blockify_option",
     "scalar_reduction_grid",
     "index_put_dtype",
+    "rsplit_nonsum",
+    "safe_stride_order",
     "nd_reduction",
     "codegen_misc_95c",
     "slice_scatter_offset",

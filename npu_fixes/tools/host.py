@@ -28,7 +28,7 @@ from pathlib import Path
 
 BACKEND = "torch_npu._inductor.triton_experimental"
 #: Modules that hold fix targets, imported in this order when present.
-BACKEND_MODULES = ("npu_triton_heuristics", "codegen.triton", "lowering")
+BACKEND_MODULES = ("npu_triton_heuristics", "codegen.triton", "lowering", "overrides")
 
 #: Schemas of ``torch.ops.npu`` ops referenced at import time by the backend.
 NPU_SCHEMAS = {

@@ -7,6 +7,7 @@ from __future__ import annotations
 from pathlib import Path
 
 from tests.conftest import STANDALONE_HOST, backend_targets_code, last_json, run_python
+from tests.genuine_states import FIVE
 
 BACKEND = Path("torch_npu/_inductor/triton_experimental")
 
@@ -67,7 +68,9 @@ dualview_fold.FIX.probe.__globals__["fold_once"] = exploding
     state, detail = res["states"]["dualview-fold"]
     assert state == "failed" and "probe exploded" in detail
     assert res["same"]["dualview-fold"]
-    assert {s for n, (s, _) in res["states"].items() if n != "dualview-fold"} == {"applied"}
+    others = {n: s for n, (s, _) in res["states"].items() if n != "dualview-fold"}
+    # the copy has the five defects and every later upstream fix of the wheel
+    assert others == {n: "applied" if n in FIVE else "not-needed" for n in others}
 
 
 def test_import_succeeds_when_a_hook_fails(prefix_copy):

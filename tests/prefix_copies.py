@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""Build a "pre-fix" copy of a torch_npu install, for testing npu_fixes.
+"""Build a "pre-fix" copy of a torch_npu install, for testing npu_fixes (a test helper).
 
 The published torch-npu 2.13.0 and 2.14.0 wheels already carry upstream's fixes
 for the five ``triton_experimental`` defects that npu_fixes repairs (see the
@@ -16,7 +16,7 @@ comment, so a diff (``--diff``) shows at a glance what was done.
 
 Usage::
 
-    python examples/make_prefix_copy.py SOURCE OUTDIR [--defect NAME ...]
+    python -m tests.prefix_copies SOURCE OUTDIR [--defect NAME ...]
 
 SOURCE is a ``.whl``, an installed ``torch_npu`` package directory, or a
 directory containing ``torch_npu/`` (a source tree, or site-packages).  OUTDIR
@@ -452,7 +452,7 @@ def build_prefix_copy(
             )
         for required in ("__init__.py", "version.py"):
             if not (dest_pkg / required).is_file():
-                print(f"make_prefix_copy: warning: {source} has no torch_npu/{required}",
+                print(f"prefix_copies: warning: {source} has no torch_npu/{required}",
                       file=sys.stderr)
 
         for d in chosen:
@@ -522,11 +522,11 @@ def main(argv: Sequence[str] | None = None) -> int:
     try:
         dest_pkg = build_prefix_copy(args.source, args.outdir, chosen, overwrite=args.force)
     except (PrefixEditError, FileExistsError) as exc:
-        print(f"make_prefix_copy: error: {exc}", file=sys.stderr)
+        print(f"prefix_copies: error: {exc}", file=sys.stderr)
         return 2
     if args.diff:
         _print_diffs(args.source, dest_pkg, chosen)
-    print(f"make_prefix_copy: {dest_pkg} ({', '.join(d.name for d in chosen)})", file=sys.stderr)
+    print(f"prefix_copies: {dest_pkg} ({', '.join(d.name for d in chosen)})", file=sys.stderr)
     return 0
 
 
