@@ -7,9 +7,12 @@ import zipfile
 
 import pytest
 
+from npu_fixes.fixes import all_fixes
 from tests.conftest import FIXED_UPSTREAM, cli, run_python, wheel_path
+from tests.genuine_states import FIVE
 
-BACKEND_FIXES = ["rsplit-outer", "dualview-fold", "launch-grid", "boundary-downcast", "rng-capture-gate"]
+BACKEND = [f for f in all_fixes() if f.module.startswith("torch_npu.")]
+BACKEND_FIXES = [f.name for f in BACKEND]
 
 
 def audit_json(location) -> tuple[int, dict]:
@@ -48,11 +51,14 @@ def test_audit_wheel_without_backend():
 def test_audit_prefix_copy_all_five(prefix_copy):
     code, report = audit_json(prefix_copy("all"))
     assert code == 0, report
-    assert [(f["before"], f["after"]) for f in report["fixes"]] == [("needed", "verified")] * 5
-    assert all("; after repair: " in f["detail"] for f in report["fixes"])  # what was wrong, then
+    five = [f for f in report["fixes"] if f["name"] in FIVE]
+    assert [(f["before"], f["after"]) for f in five] == [("needed", "verified")] * 5
+    assert all("; after repair: " in f["detail"] for f in five)  # what was wrong, then
+    assert {(f["before"], f["after"]) for f in report["fixes"] if f["name"] not in FIVE} == {
+        ("fixed-upstream", "-")}  # the copy keeps the wheel's later fixes
 
 
-@pytest.mark.parametrize("defect", BACKEND_FIXES)
+@pytest.mark.parametrize("defect", FIVE)
 def test_audit_prefix_copy_each_defect_alone(prefix_copy, defect):
     code, report = audit_json(prefix_copy(defect))
     assert code == 0
@@ -187,11 +193,14 @@ def test_audit_code_raising_systemexit_is_reported(tmp_path, where):
         assert report["errors"] == ["torch_npu/version.py raised SystemExit: 7"]
         assert report["torch_npu"]["version"] is None
         assert {(f["before"], f["after"]) for f in rows.values()} == {("fixed-upstream", "-")}
-    else:  # the two fixes of codegen.triton cannot be examined; the others can
-        for name in ("rsplit-outer", "dualview-fold"):
-            assert rows.pop(name)["before"] == "error"
-        assert {(f["before"], f["after"]) for f in rows.values()} == {("fixed-upstream", "-")}
-        assert "SystemExit: 7" in report["fixes"][0]["detail"] + report["fixes"][1]["detail"]
+    else:  # the fixes of codegen.triton (and of modules importing it) cannot be examined
+        for fix in BACKEND:
+            if fix.module.endswith(".codegen.triton"):
+                assert rows[fix.name]["before"] == "error", rows[fix.name]
+        errors = {n: f for n, f in rows.items() if f["before"] == "error"}
+        assert all("SystemExit: 7" in f["detail"] for f in errors.values()), errors
+        assert {(f["before"], f["after"]) for n, f in rows.items() if n not in errors} == {
+            ("fixed-upstream", "-")}
     proc = cli("audit", "--torch-npu", str(root))  # the table says so too
     assert proc.returncode == 1 and "SystemExit: 7" in proc.stdout
 
