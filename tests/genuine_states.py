@@ -63,6 +63,31 @@ REFERENCE = "5ff81d9c5"
 OWN_TREE = "tree"
 
 
+def needed_at(state: str) -> frozenset[str]:
+    """Every defect (the five and those beyond) present at a genuine state."""
+    return DEFECTS[state] | {name for name, states in BEYOND.items() if state in states}
+
+
+def untouched(needed: frozenset[str]) -> dict[str, bool]:
+    """Backend fix name -> whether its first target stays the very object it was when the
+    fixes in ``needed`` are applied: not where a needed fix with an install (a repair or a
+    guard) changed that target (several fixes share targets)."""
+    from npu_fixes.fixes import all_fixes
+
+    backend = [f for f in all_fixes() if f.module.startswith("torch_npu.")]
+    changed = {(f.module, t) for f in backend if f.name in needed and f.install for t in f.targets}
+    return {f.name: (f.module, f.targets[0]) not in changed for f in backend}
+
+
+def expected_state(name: str, needed: frozenset[str]) -> str:
+    """What status() says of backend fix ``name`` when the defects in ``needed`` are present."""
+    from npu_fixes.fixes import all_fixes
+
+    if name not in needed:
+        return "not-needed"
+    return "applied" if {f.name: f for f in all_fixes()}[name].repairable else "upgrade-needed"
+
+
 class Unavailable(RuntimeError):
     """No source for a genuine state on this machine."""
 

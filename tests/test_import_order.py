@@ -76,23 +76,24 @@ def test_fixed_upstream_same_state_every_order(version, tmp_path):
 
 
 def test_prefix_copy_same_state_every_order(prefix_copy, tmp_path):
-    location = prefix_copy("all")
+    location, needed = prefix_copy("all"), frozenset(genuine_states.FIVE)
     for order in ORDERS:
         res = run_order(order, location, tmp_path)
-        assert set(res["states"].values()) == {"applied"}, (order, res)
-        assert not any(res["pristine"].values()), (order, res)
+        assert res["states"] == {n: genuine_states.expected_state(n, needed) for n in res["states"]}, (order, res)
+        assert res["pristine"] == genuine_states.untouched(needed), (order, res)
 
 
 @pytest.mark.parametrize("state", genuine_states.COMMITS)
 def test_genuine_state_same_state_every_order(genuine, state, tmp_path):
     """A self-build of each genuine state: exactly its defects applied, the rest untouched."""
-    location, needed = genuine(state), genuine_states.DEFECTS[state]
+    location, needed = genuine(state), genuine_states.needed_at(state)
+    untouched = genuine_states.untouched(needed)
     for order in ORDERS:
         res = run_order(order, location, tmp_path)
-        assert res["states"] == {n: "applied" if n in needed else "not-needed" for n in res["states"]}, (order, res)
-        assert res["pristine"] == {n: n not in needed for n in res["pristine"]}, (order, res)
+        assert res["states"] == {n: genuine_states.expected_state(n, needed) for n in res["states"]}, (order, res)
+        assert res["pristine"] == untouched, (order, res)
         if res["same_objects"] is not None:
-            assert res["same_objects"] == {n: n not in needed for n in res["same_objects"]}, (order, res)
+            assert res["same_objects"] == untouched, (order, res)
 
 
 def test_backend_reload_gets_the_repairs_again(genuine):

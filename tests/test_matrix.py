@@ -27,17 +27,7 @@ def expected_needed() -> frozenset[str] | None:
         return frozenset()
     if KIND == "prefix":
         return frozenset({NAME})
-    if NAME not in genuine_states.DEFECTS:
-        return None
-    beyond = {name for name, states in genuine_states.BEYOND.items() if NAME in states}
-    return genuine_states.DEFECTS[NAME] | beyond
-
-
-def expected_same(needed: frozenset[str]) -> dict[str, bool]:
-    """Fix name -> whether its first target is still the very object it was: not where any
-    needed fix with an install (a repair or a guard) changed that target."""
-    changed = {(f.module, t) for f in BACKEND if f.name in needed and f.install for t in f.targets}
-    return {f.name: (f.module, f.targets[0]) not in changed for f in BACKEND}
+    return genuine_states.needed_at(NAME) if NAME in genuine_states.DEFECTS else None
 
 
 def test_audit_of_the_installed_torch_npu():
@@ -83,9 +73,8 @@ print(json.dumps({"version": loaded.version,
     if needed is None:
         needed = frozenset(n for n, s in res["states"].items() if s in ("applied", "upgrade-needed"))
         assert set(res["states"].values()) <= {"applied", "not-needed", "upgrade-needed"}, res
-    assert res["states"] == {f.name: "not-needed" if f.name not in needed
-                             else "upgrade-needed" if f.name in GUARDS else "applied" for f in BACKEND}
-    assert res["same"] == expected_same(needed)
+    assert res["states"] == {f.name: genuine_states.expected_state(f.name, needed) for f in BACKEND}
+    assert res["same"] == genuine_states.untouched(needed)
 
 
 def test_status_reports_the_install():
