@@ -1,12 +1,19 @@
 """Benchmark npu_fixes.ops.parallel_cross_entropy on a CUDA GPU.
 
 Forward+backward time against ``torch.nn.functional.cross_entropy`` in the same dtype (and
-Liger-Kernel's cross entropy when importable), on five typical shapes and a random sweep of
-shapes; the fraction of HBM bandwidth reached for 2 reads + 1 write of the logits at
-N=8192, V=128256 (against a measured device copy); peak memory beyond inputs and gradient;
-memory growth over 1000 calls. Writes CSV and PNG files into ``--out``.
+Liger-Kernel's cross entropy when importable), on five typical shapes, on a fixed sweep of
+28 shapes (logits from 2**16 to 2**30, fp32 and bf16) and on a random sweep of shapes; the
+fraction of HBM bandwidth reached for 2 reads + 1 write of the logits at N=8192, V=128256
+(against a measured device copy); peak memory beyond inputs and gradient; memory growth over
+1000 calls. Writes CSV and PNG files into ``--out``.
 
-    python benchmarks/ce_benchmark.py --out benchmarks/results/h200
+Two times per shape, side by side: the eager wall time per call the way a training loop sees
+it (a loop of calls, synchronized once at its end: host launch overhead included wherever the
+host is slower than the device), and the device time (the calls captured in a CUDA graph and
+replayed: no host overhead). ``--baseline MODULE`` adds an earlier implementation (a module
+with ``parallel_cross_entropy``, e.g. a copy of an earlier version) to the fixed sweep.
+
+    python benchmarks/ce_benchmark.py --out benchmarks/results/h200 [--baseline MODULE]
     python benchmarks/ce_benchmark.py --out /tmp/tune --tune   # block/warps grid only
 """
 
@@ -14,10 +21,13 @@ from __future__ import annotations
 
 import argparse
 import csv
+import importlib
 import math
 import os
+import platform
 import random
 import statistics
+import subprocess
 import time
 from collections.abc import Callable
 from functools import partial
@@ -36,6 +46,23 @@ except ImportError:  # optional
     liger_cross_entropy = None
 
 TYPICAL = [(2, 128, 4096), (4, 256, 8192), (2, 512, 32000), (2, 256, 65536), (1, 512, 128000)]
+# The fixed sweep, each shape in fp32 and bf16: logits from 2**16 to 2**30.
+EAGER_SWEEP = [
+    (1, 16, 4096),  # 65K
+    (1, 64, 4096),  # 262K
+    (2, 128, 4096),  # 1.0M, typical
+    (1, 32, 32000),  # 1.0M
+    (4, 256, 8192),  # 8.4M, typical
+    (1, 128, 151936),  # 19M: few rows, wide vocabulary (split rows)
+    (8, 1024, 4096),  # 34M: many rows, narrow vocabulary
+    (2, 512, 32000),  # 33M, typical
+    (2, 256, 65536),  # 34M, typical
+    (1, 512, 128000),  # 66M, typical
+    (1, 2048, 50257),  # 103M
+    (16, 256, 32000),  # 131M: the training shape of examples/ce_long_run.py
+    (2, 2048, 128256),  # 525M
+    (1, 8192, 128256),  # 1.05G: the roofline shape
+]
 DTYPES = {"fp32": torch.float32, "bf16": torch.bfloat16}
 
 
@@ -52,6 +79,34 @@ def time_ms(fn: Callable[[], object], reps: int, warmup: int = 2) -> float:
         end.record()
     torch.cuda.synchronize()
     return statistics.median(s.elapsed_time(e) for s, e in events)
+
+
+def wall_ms(
+    fns: dict[str, Callable[[], object]], rounds: int = 5, min_calls: int = 10, round_s: float = 0.02
+) -> dict[str, float]:
+    """Eager wall milliseconds per call of each function, as a training loop sees it: a loop of
+    calls timed on the host and synchronized once at its end (at least ``min_calls`` calls
+    and ``round_s`` seconds). Median over ``rounds`` rounds; the functions alternate round by
+    round, so drifts of the host's speed hit all alike."""
+    calls = {}
+    for name, fn in fns.items():
+        fn()
+        torch.cuda.synchronize()
+        start = time.perf_counter()
+        for _ in range(3):
+            fn()
+        torch.cuda.synchronize()
+        calls[name] = max(min_calls, int(round_s / ((time.perf_counter() - start) / 3)))
+    samples: dict[str, list[float]] = {name: [] for name in fns}
+    for _ in range(rounds):
+        for name, fn in fns.items():
+            torch.cuda.synchronize()
+            start = time.perf_counter()
+            for _ in range(calls[name]):
+                fn()
+            torch.cuda.synchronize()
+            samples[name].append((time.perf_counter() - start) / calls[name] * 1e3)
+    return {name: statistics.median(v) for name, v in samples.items()}
 
 
 def graph_ms(fn: Callable[[], object], reps: int, inner: int = 5) -> float:
@@ -90,6 +145,12 @@ def step_ours(x: torch.Tensor, t: torch.Tensor, inplace: bool = False) -> Callab
     return lambda: torch.autograd.grad(
         parallel_cross_entropy(x, t, reduce_loss=True, inplace_grad=inplace), x
     )
+
+
+def step_module(mod: object, x: torch.Tensor, t: torch.Tensor) -> Callable[[], object]:
+    """Like ``step_ours``, with another implementation's ``parallel_cross_entropy``."""
+    fn = mod.parallel_cross_entropy
+    return lambda: torch.autograd.grad(fn(x, t, reduce_loss=True), x)
 
 
 def step_torch(x: torch.Tensor, t: torch.Tensor) -> Callable[[], object]:
@@ -140,9 +201,9 @@ def typical(out: Path, reps: int) -> None:
         for name, dtype in DTYPES.items():
             for shape in TYPICAL:
                 x, t = make(*shape, dtype)
-                ours = time_ms(step_ours(x, t), reps)
-                pt = time_ms(step_torch(x, t), reps)
-                inplace = time_ms(step_ours(x.detach().clone().requires_grad_(), t, inplace=True), reps)
+                wall = wall_ms({"ours": step_ours(x, t), "torch": step_torch(x, t)})
+                ours, pt = wall["ours"], wall["torch"]
+                inplace = wall_ms({"x": step_ours(x.detach().clone().requires_grad_(), t, inplace=True)})["x"]
                 lg = (
                     time_ms(step_liger(x.detach().clone().requires_grad_(), t), reps)
                     if liger_cross_entropy
@@ -200,6 +261,80 @@ def leak(writer: csv.writer) -> None:
     print(f"memory growth over 1000 calls: {growth} bytes")
 
 
+def eager_sweep(out: Path, baseline: object | None, reps: int) -> list[dict[str, object]]:
+    """The fixed sweep: eager wall time and device time of ours, PyTorch's (and the baseline's)
+    per shape, side by side; writes ce_eager_sweep.csv and prints the table and the ratios'
+    mean and max, over all shapes and over those of at least 2**20 logits."""
+    rows: list[dict[str, object]] = []
+    t0 = time.time()
+    for b, sq, v in EAGER_SWEEP:
+        for name, dtype in DTYPES.items():
+            x, t = make(b, sq, v, dtype)
+            fns = {"torch": step_torch(x, t), "ours": step_ours(x, t)}
+            if baseline is not None:
+                fns["base"] = step_module(baseline, x, t)
+            wall = wall_ms(fns)
+            row: dict[str, object] = {"dtype": name, "B": b, "SQ": sq, "V": v, "logits": b * sq * v}
+            for key, ms in wall.items():
+                row[f"{key}_wall_ms"] = ms
+            for key, fn in fns.items():
+                row[f"{key}_graph_ms"] = graph_ms(fn, reps, inner=3)
+            for key in fns:
+                if key != "torch":
+                    row[f"{key}_wall_over_torch"] = row[f"{key}_wall_ms"] / row["torch_wall_ms"]
+                    row[f"{key}_graph_over_torch"] = row[f"{key}_graph_ms"] / row["torch_graph_ms"]
+            rows.append(row)
+            del x, t, fns
+    print(f"fixed sweep of {len(rows)} cases took {time.time() - t0:.0f} s")
+    with open(out / "ce_eager_sweep.csv", "w", newline="") as f:
+        writer = csv.DictWriter(f, fieldnames=list(rows[0]))
+        writer.writeheader()
+        writer.writerows(rows)
+    has_base = baseline is not None
+    head = f"{'dtype':5s} {'shape':>18s} {'logits':>8s} {'torch ms':>9s} {'ours ms':>9s}"
+    head += f" {'wall ours/pt':>12s}"
+    head += f" {'base ms':>9s} {'wall base/pt':>12s}" if has_base else ""
+    head += f" {'dev pt ms':>9s} {'dev ours ms':>11s} {'dev ours/pt':>11s}"
+    print(head)
+    for r in rows:
+        line = (
+            f"{r['dtype']:5s} {str((r['B'], r['SQ'], r['V'])):>18s} {r['logits']:8.2e} "
+            f"{r['torch_wall_ms']:9.4f} {r['ours_wall_ms']:9.4f} {r['ours_wall_over_torch']:12.3f}"
+        )
+        if has_base:
+            line += f" {r['base_wall_ms']:9.4f} {r['base_wall_over_torch']:12.3f}"
+        line += f" {r['torch_graph_ms']:9.4f} {r['ours_graph_ms']:11.4f} {r['ours_graph_over_torch']:11.3f}"
+        print(line)
+    for label, sel in (("all", rows), (">= 2**20 logits", [r for r in rows if r["logits"] >= 2**20])):
+        for key in ("ours_wall_over_torch", "base_wall_over_torch", "ours_graph_over_torch"):
+            if key in sel[0]:
+                vals = [float(r[key]) for r in sel]
+                print(f"{label:16s} {key:22s} mean {statistics.mean(vals):.3f} max {max(vals):.3f} "
+                      f"({len(vals)} cases)")
+    return rows
+
+
+def machine_info(out: Path) -> None:
+    """What the numbers were measured on: GPU, driver, host kernel and CPU, versions."""
+    import triton
+
+    lines = [f"gpu: {torch.cuda.get_device_name()}"]
+    try:
+        smi = subprocess.run(["nvidia-smi", "--query-gpu=name,driver_version,clocks.max.sm,power.limit",
+                              "--format=csv,noheader"], capture_output=True, text=True, timeout=30)
+        lines.append(f"nvidia-smi: {smi.stdout.strip()}")
+    except (OSError, subprocess.SubprocessError) as e:
+        lines.append(f"nvidia-smi: {e}")
+    with open("/proc/cpuinfo") as f:
+        cpu = next((ln.split(":", 1)[1].strip() for ln in f if ln.startswith("model name")), "?")
+    lines += [
+        f"host: {platform.node()} kernel {platform.release()} ({os.cpu_count()} cpus, {cpu})",
+        f"python {platform.python_version()} torch {torch.__version__} triton {triton.__version__}",
+    ]
+    (out / "ce_machine.txt").write_text("\n".join(lines) + "\n")
+    print("\n".join(lines))
+
+
 def sweep(out: Path, count: int, reps: int) -> list[tuple]:
     rng = random.Random(0)
     results = []
@@ -214,8 +349,8 @@ def sweep(out: Path, count: int, reps: int) -> list[tuple]:
         b = rng.choice([1, 2, 4, 8])
         sq = max(1, n // b)
         x, t = make(b, sq, v, DTYPES[name])
-        ours = time_ms(step_ours(x, t), reps, warmup=1)
-        pt = time_ms(step_torch(x, t), reps, warmup=1)
+        wall = wall_ms({"ours": step_ours(x, t), "torch": step_torch(x, t)}, rounds=3)
+        ours, pt = wall["ours"], wall["torch"]
         g_ours = graph_ms(step_ours(x, t), reps)
         g_pt = graph_ms(step_torch(x, t), reps)
         results.append((name, b, sq, v, ours, pt, ours / pt, g_ours, g_pt, g_ours / g_pt))
@@ -314,15 +449,20 @@ def main() -> None:
     parser.add_argument("--sweep", type=int, default=1500, help="number of random shapes (0: skip the sweep)")
     parser.add_argument("--reps", type=int, default=5, help="timed repetitions per sweep case")
     parser.add_argument("--tune", action="store_true", help="only time the block/warps grid")
+    parser.add_argument("--baseline", help="module of an earlier implementation for the fixed sweep")
+    parser.add_argument("--no-typical", action="store_true", help="skip the typical shapes")
+    parser.add_argument("--no-fixed-sweep", action="store_true", help="skip the fixed sweep")
     args = parser.parse_args()
     args.out.mkdir(parents=True, exist_ok=True)
     torch.manual_seed(0)
     if args.tune:
         tune()
         return
+    machine_info(args.out)
     hbm = copy_bandwidth()
     print(f"{torch.cuda.get_device_name()}: copy bandwidth {hbm / 1e12:.2f} TB/s (read + write)")
-    typical(args.out, reps=20)
+    if not args.no_typical:
+        typical(args.out, reps=20)
     with open(args.out / "ce_summary.csv", "w", newline="") as f:
         writer = csv.writer(f)
         writer.writerow(["metric", "value"])
@@ -330,6 +470,14 @@ def main() -> None:
         writer.writerow(["hbm_copy_bytes_per_s", hbm])
         bandwidth_and_memory(writer, hbm, reps=10)
         leak(writer)
+        if not args.no_fixed_sweep:
+            baseline = importlib.import_module(args.baseline) if args.baseline else None
+            rows = eager_sweep(args.out, baseline, reps=10)
+            for key in ("ours_wall_over_torch", "ours_graph_over_torch", "base_wall_over_torch"):
+                if key in rows[0]:
+                    vals = [float(r[key]) for r in rows]
+                    writer.writerow([f"fixed_sweep_{key}_mean", statistics.mean(vals)])
+                    writer.writerow([f"fixed_sweep_{key}_max", max(vals)])
     if args.sweep:
         plot(args.out, sweep(args.out, args.sweep, args.reps))
 

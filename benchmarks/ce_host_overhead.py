@@ -3,100 +3,183 @@
 Small problems and small training steps are bound by the host: what counts there is the CPU
 time a call spends before its kernels are queued. Printed, side by side in one run:
 
-* host microseconds per forward+backward call (tiny shape, so the GPU never holds the host
-  back) for ours, PyTorch's and Liger's (when importable);
-* the pieces of ours: each Triton launch alone, the tensor allocations, the argument checks;
-* a cProfile of ours, top entries by own time;
-* device time (CUDA-graph replay) and eager time at the training shape of
-  ``examples/ce_long_run.py`` (16 x 256 x 32000, bf16), PyTorch in bf16 and upcast to fp32.
+* host microseconds per forward+backward call (``torch.autograd.grad`` of a reducing call,
+  shape 1x16x1024 fp32, so the GPU never holds the host back) for PyTorch's
+  ``F.cross_entropy``, ours, ours with ``FAST_LAUNCH`` off, Liger's (when importable), a
+  ``--baseline`` implementation (a module with the same private API, e.g. a copy of an
+  earlier version of ``npu_fixes.ops.cross_entropy``), and PyTorch's and ours with the
+  autograd engine single-threaded (what handing the backward to the device's autograd
+  thread and back costs);
+* each of them layer by layer: forward with the graph built, backward alone (autograd
+  engine), the ``_forward``/``_backward`` functions without autograd, each Triton launch
+  through Triton's JIT and directly, the Python pieces (checks, launch configuration,
+  allocations), and the bare mechanisms (a no-op autograd.Function, a C++ op, an empty
+  Triton kernel);
+* where a Triton JIT launch spends its time (argument binding and specialization, cache key,
+  launcher);
+* a cProfile of ours by own time, and a torch.profiler table of ours and PyTorch's.
 
-    python benchmarks/ce_host_overhead.py
+Every number is the median over interleaved rounds (the contenders alternate), since the
+host's speed drifts. ``--out FILE`` also writes the tables there.
+
+    python benchmarks/ce_host_overhead.py [--baseline ce_baseline_ops.cross_entropy] [--out FILE]
 """
 
 from __future__ import annotations
 
+import argparse
 import cProfile
+import importlib
 import io
+import os
 import pstats
+import statistics
+import sys
 import time
 from collections.abc import Callable
+from contextlib import contextmanager
+from functools import partial
+from typing import Any
 
 import torch
 import torch.nn.functional as F
 import triton
-from ce_benchmark import graph_ms, liger_cross_entropy, make, step_liger, step_ours, step_torch, time_ms
 
-from npu_fixes.ops import cross_entropy as ce
-from npu_fixes.ops import cross_entropy_kernels as k
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from ce_benchmark import liger_cross_entropy, make  # noqa: E402
 
+from npu_fixes.ops import cross_entropy as ce  # noqa: E402
 
-def host_us(fn: Callable[[], object], calls: int = 500) -> float:
-    """Median over 5 rounds of host microseconds per call (the GPU is synced between rounds)."""
-    rounds = []
-    for _ in range(6):
-        torch.cuda.synchronize()
-        start = time.perf_counter()
-        for _ in range(calls):
-            fn()
-        rounds.append((time.perf_counter() - start) / calls * 1e6)
-    return sorted(rounds[1:])[2]
+LINES: list[str] = []
 
 
-def pieces(x: torch.Tensor, t: torch.Tensor) -> list[tuple[str, float]]:
-    """Host time of the parts of one reducing forward+backward of ours."""
-    n, v = t.numel(), x.shape[-1]
-    cores = ce._num_cores(x.device)
-    cfg = ce._launch_config(n, v, "cuda", cores)
-    loss = torch.empty(n, device="cuda")
-    lse = torch.empty(n, device="cuda")
-    mean = torch.empty((), device="cuda")
-    inv = torch.empty((), device="cuda")
-    grad = torch.empty_like(x)
-    go = torch.ones((), device="cuda")
-    xd = x.detach()
+def say(text: str = "") -> None:
+    print(text, flush=True)
+    LINES.append(text)
 
-    def fwd() -> None:
-        k.ce_forward_kernel[(cfg.row_programs, cfg.splits)](
-            xd, *xd.stride(), t, *t.stride(), loss, lse, loss, n, t.shape[1], v, 0, v, cfg.chunk,
-            cfg.splits, cfg.row_programs, 0.0, -100, BLOCK=cfg.block, V_CONTIG=True, FUSED=True,
-            SMOOTH=False, num_warps=cfg.fwd_warps)
 
-    def mean_kernel() -> None:
-        k.ce_mean_kernel[(1,)](loss, t, *t.stride(), mean, inv, n, t.shape[1], -100, BLOCK_R=1024)
+def host_us_many(fns: dict[str, Callable[[], object]], calls: int = 200, rounds: int = 7) -> dict[str, float]:
+    """Median host microseconds per call of each function; the functions alternate round by
+    round and the GPU is synced before each round."""
+    for fn in fns.values():
+        fn()
+    torch.cuda.synchronize()
+    samples: dict[str, list[float]] = {name: [] for name in fns}
+    for _ in range(rounds):
+        for name, fn in fns.items():
+            torch.cuda.synchronize()
+            start = time.perf_counter()
+            for _ in range(calls):
+                fn()
+            samples[name].append((time.perf_counter() - start) / calls * 1e6)
+    torch.cuda.synchronize()
+    return {name: statistics.median(v) for name, v in samples.items()}
 
-    def bwd() -> None:
-        k.ce_backward_kernel[(cfg.row_programs, cfg.splits)](
-            xd, *xd.stride(), grad, *grad.stride(), t, *t.stride(), lse, go, 0, 0, inv, n,
-            t.shape[1], v, 0, v, cfg.chunk, cfg.row_programs, 0.0, -100, BLOCK=cfg.block,
-            HAS_SCALE=True, X_CONTIG=True, G_CONTIG=True, num_warps=cfg.bwd_warps)
 
-    def allocs() -> None:
-        torch.empty(n, dtype=torch.float32, device="cuda")
-        torch.empty(n, dtype=torch.float32, device="cuda")
-        loss.new_empty(())
-        loss.new_empty(())
-        torch.empty_like(xd)
+def host_us(fn: Callable[[], object], calls: int = 200) -> float:
+    return host_us_many({"x": fn}, calls)["x"]
 
+
+@contextmanager
+def fast_launch(on: bool):
+    old = ce.FAST_LAUNCH.get("cuda", False)
+    ce.FAST_LAUNCH["cuda"] = on
+    try:
+        yield
+    finally:
+        ce.FAST_LAUNCH["cuda"] = old
+
+
+class Recorder:
+    """Records the Triton launches of one call: (kernel, grid, args, kwargs) as the JIT gets them."""
+
+    def __init__(self, kernels: list[Any]) -> None:
+        self.kernels = kernels
+        self.calls: list[tuple[Any, Any, tuple[Any, ...], dict[str, Any]]] = []
+
+    def __enter__(self) -> Recorder:
+        for k in self.kernels:
+            real = k.run
+
+            def run(
+                *args: Any, _k: Any = k, _real: Any = real, grid: Any, warmup: bool, **kwargs: Any
+            ) -> Any:
+                self.calls.append((_k, grid, args, dict(kwargs)))
+                return _real(*args, grid=grid, warmup=warmup, **kwargs)
+
+            k.run = run
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        for k in self.kernels:
+            del k.run  # the class's method again
+
+
+def direct_launcher(
+    kernel: Any, grid: Any, args: tuple[Any, ...], kwargs: dict[str, Any], raw: bool
+) -> Callable[[], None]:
+    """The compiled kernel's launcher called directly (what ``FAST_LAUNCH`` does): with the
+    tensors themselves (``raw=False``, the launcher asks the driver about each pointer) or
+    with their addresses."""
+    options = {k: v for k, v in kwargs.items() if k in ("num_warps", "num_stages", "num_ctas")}
+    params = {k: v for k, v in kwargs.items() if k not in options}
+    compiled = kernel[grid](*args, **kwargs)
+    bound = kernel.signature.bind(*args, **params)
+    bound.apply_defaults()
+    values = list(bound.arguments.values())
+    if raw:
+        values = [v.data_ptr() if isinstance(v, torch.Tensor) else v for v in values]
+    g = tuple(grid) + (1,) * (3 - len(grid))
+    stream = torch.cuda.current_stream().cuda_stream
+
+    def launch() -> None:
+        meta = compiled.packed_metadata
+        compiled.run(g[0], g[1], g[2], stream, compiled.function, meta, None, None, None, *values)
+
+    return launch
+
+
+def jit_breakdown(
+    kernel: Any, grid: Any, args: tuple[Any, ...], kwargs: dict[str, Any]
+) -> list[tuple[str, float]]:
+    """Where a JIT launch of ``kernel`` spends its host time (the steps of JITFunction.run)."""
+    from triton.runtime.driver import driver
+    from triton.runtime.jit import compute_cache_key
+
+    kw = dict(kwargs)
+    kw["debug"] = False
+    kw["instrumentation_mode"] = ""
+    device = driver.active.get_current_device()
+    _, key_cache, _, _, binder = kernel.device_caches[device]
+    _, spec, options = binder(*args, **kw)
+    compiled = kernel[grid](*args, **kwargs)
+    values = list(binder(*args, **kw)[0].values())
+    stream = driver.active.get_current_stream(device)
+    active = driver.active
+    kw0 = kwargs
     return [
-        ("forward kernel launch", host_us(fwd)),
-        ("mean kernel launch", host_us(mean_kernel)),
-        ("backward kernel launch", host_us(bwd)),
-        ("5 tensor allocations", host_us(allocs)),
-        ("argument checks (_validate)", host_us(lambda: ce._validate(x, t, 0.0))),
-        ("launch config", host_us(lambda: ce._launch_config(n, v, "cuda", cores))),
+        ("whole JIT launch", host_us(lambda: kernel[grid](*args, **kwargs))),
+        ("  device + stream", host_us(lambda: active.get_current_stream(active.get_current_device()))),
+        ("  bind + specialize arguments", host_us(lambda: binder(*args, **kw))),
+        ("  cache key", host_us(lambda: compute_cache_key(key_cache, spec, options))),
+        ("  launch metadata", host_us(lambda: compiled.launch_metadata(grid, stream, *values))),
+        ("  launcher (tensors: pointer queries)", host_us(direct_launcher(kernel, grid, args, kw0, False))),
+        ("  launcher (raw addresses)", host_us(direct_launcher(kernel, grid, args, kw0, True))),
     ]
 
 
-class _Identity(torch.autograd.Function):
-    """A Python autograd function that does nothing: the cost of the mechanism alone."""
+class _NoOp(torch.autograd.Function):
+    """A Python autograd function with our function's arguments that does nothing."""
+
+    grad: torch.Tensor | None = None  # the gradient it hands back, set before use
 
     @staticmethod
-    def forward(ctx: object, x: torch.Tensor) -> torch.Tensor:
-        return x.view_as(x)
+    def forward(ctx: Any, x: torch.Tensor, t: torch.Tensor, *rest: Any) -> torch.Tensor:
+        return x.new_empty(())
 
     @staticmethod
-    def backward(ctx: object, grad: torch.Tensor) -> torch.Tensor:
-        return grad
+    def backward(ctx: Any, grad: torch.Tensor) -> tuple[Any, ...]:
+        return (_NoOp.grad,) + (None,) * 6
 
 
 @triton.jit
@@ -104,77 +187,177 @@ def _noop_kernel(x_ptr):
     pass
 
 
-def layers(x: torch.Tensor, t: torch.Tensor) -> list[tuple[str, float]]:
-    """Host time of ours, layer by layer, against PyTorch's and the bare mechanisms."""
-    v = x.shape[-1]
+def layers(mod: Any, label: str, x: torch.Tensor, t: torch.Tensor) -> list[tuple[str, float]]:
+    """Host time of an implementation ``mod``, layer by layer."""
+    pce = mod.parallel_cross_entropy
     xd = x.detach()
-    fwd = ce._forward(xd, t, 0.0, True, -100)
+    loss = pce(x, t, reduce_loss=True)
+    _, lse, inv = mod._forward(xd, t, 0.0, True, -100)
+    one = torch.ones((), device="cuda")
+    kernels = [getattr(mod, "_kernels", None)]
+    kmod = kernels[0]() if kernels[0] is not None else importlib.import_module(mod.__name__ + "_kernels")
+    names = ("ce_forward_kernel", "ce_finalize_kernel", "ce_mean_kernel", "ce_backward_kernel")
+    jit = [getattr(kmod, n) for n in names]
+    fast = getattr(mod, "FAST_LAUNCH", None)
+    saved = dict(fast) if fast is not None else None
+    if fast is not None:
+        fast["cuda"] = False  # record what the JIT gets
+    try:
+        with Recorder(jit) as rec:
+            torch.autograd.grad(pce(x, t, reduce_loss=True), x)
+    finally:
+        if fast is not None:
+            fast.update(saved)
+    rows = host_us_many(
+        {
+            f"{label}: fwd+bwd (autograd.grad)": lambda: torch.autograd.grad(pce(x, t, reduce_loss=True), x),
+            f"{label}: forward, graph built": lambda: pce(x, t, reduce_loss=True),
+            f"{label}: backward alone (engine)": lambda: torch.autograd.grad(loss, x, retain_graph=True),
+            f"{label}: _forward, no autograd": lambda: mod._forward(xd, t, 0.0, True, -100),
+            f"{label}: _backward, no autograd": lambda: mod._backward(one, xd, t, lse, inv, 0.0, -100, None),
+        }
+    )
+    out = list(rows.items())
+    for k, grid, args, kwargs in rec.calls:
+        name = k.fn.__name__
+        jit_launch = partial(lambda k, g, a, kw: k[g](*a, **kw), k, grid, args, kwargs)
+        out.append((f"{label}:   launch {name} via JIT", host_us(jit_launch)))
+        direct = direct_launcher(k, grid, args, kwargs, True)
+        out.append((f"{label}:   launch {name} direct", host_us(direct)))
+    out.append((f"{label}:   launches per fwd+bwd", float(len(rec.calls))))
+    return out
+
+
+def pieces(x: torch.Tensor, t: torch.Tensor) -> list[tuple[str, float]]:
+    """Host time of the pieces of ours and of the bare mechanisms."""
+    n, v = t.numel(), x.shape[-1]
+    xd = x.detach()
+    dev = x.device
     small = torch.randn(16, device="cuda", requires_grad=True)
-
-    def ours_forward_only() -> None:
-        ce.parallel_cross_entropy(x, t, reduce_loss=True)
-
-    def ours_backward_only() -> None:
-        ce._backward(torch.ones((), device="cuda"), xd, t, fwd[1], fwd[2], 0.0, -100, None)
-
+    g16 = torch.ones(16, device="cuda")
+    noop_args = (x, t, 0.0, True, -100, False, None)
+    _NoOp.grad = torch.zeros_like(xd)
+    env = os.environ.get
+    grad = torch.autograd.grad
     return [
-        ("ours fwd+bwd (autograd.grad)", host_us(step_ours(x, t))),
-        ("ours fwd+bwd (loss.backward)",
-         host_us(lambda: ce.parallel_cross_entropy(x, t, reduce_loss=True).backward())),
-        ("ours forward, graph built", host_us(ours_forward_only)),
-        ("ours _forward, no autograd", host_us(lambda: ce._forward(xd, t, 0.0, True, -100))),
-        ("ours _backward, no autograd", host_us(ours_backward_only)),
-        ("torch fwd+bwd (loss.backward)", host_us(
-            lambda: F.cross_entropy(x.view(-1, v), t.view(-1), ignore_index=-100).backward())),
-        ("torch forward, graph built", host_us(
-            lambda: F.cross_entropy(x.view(-1, v), t.view(-1), ignore_index=-100))),
-        ("identity Function fwd+bwd", host_us(lambda: _Identity.apply(small).sum().backward())),
-        ("C++ only clone fwd+bwd", host_us(lambda: small.clone().sum().backward())),
-        ("empty Triton kernel launch", host_us(lambda: _noop_kernel[(1,)](small))),
+        ("argument checks (_validate)", host_us(lambda: ce._validate(x, t, 0.0))),
+        ("route (use_triton: env + rule)", host_us(lambda: ce._route(xd, None))),
+        ("launch config, computed", host_us(lambda: ce._launch_config(n, v, "cuda", 132))),
+        ("launch config, cached", host_us(lambda: ce._cached_config(n, v, dev, None))),
+        ("sync counter lookup (stream query)", host_us(lambda: ce._sync_counter(dev))),
+        ("device guard (current_device)", host_us(lambda: ce._device_guard(dev))),
+        ("capturing? (is_current_stream_capturing)", host_us(torch.cuda.is_current_stream_capturing)),
+        ("os.environ.get", host_us(lambda: env("NPU_FIXES_CE_CHECK"))),
+        ("torch.compiler.is_compiling", host_us(lambda: torch.compiler.is_compiling())),
+        ("torch.empty(n) fp32", host_us(lambda: torch.empty(n, dtype=torch.float32, device=dev))),
+        ("torch.empty(()) fp32", host_us(lambda: torch.empty((), dtype=torch.float32, device=dev))),
+        ("torch.empty_like(logits)", host_us(lambda: torch.empty_like(xd))),
+        ("tensor.data_ptr()", host_us(lambda: xd.data_ptr())),
+        ("no-op autograd.Function fwd+bwd (7 args)", host_us(lambda: grad(_NoOp.apply(*noop_args), x))),
+        ("no-op autograd.Function forward", host_us(lambda: _NoOp.apply(*noop_args))),
+        ("C++ op fwd+bwd (mul, autograd.grad)", host_us(lambda: grad(small.mul(2.0), small, g16))),
+        ("empty Triton kernel, JIT launch", host_us(lambda: _noop_kernel[(1,)](small))),
+        ("empty Triton kernel, direct launch",
+         host_us(direct_launcher(_noop_kernel, (1,), (small,), {}, True))),
     ]
 
 
 def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--baseline", help="an earlier version's module, e.g. ce_baseline_ops.cross_entropy")
+    parser.add_argument("--out", help="also write the tables to this file")
+    parser.add_argument("--profile", action="store_true", help="cProfile and torch.profiler tables too")
+    args = parser.parse_args()
     torch.manual_seed(0)
-    print(torch.cuda.get_device_name(), "torch", torch.__version__)
+    say(f"{torch.cuda.get_device_name()} torch {torch.__version__} triton {triton.__version__}")
     x, t = make(1, 16, 1024, torch.float32)
-    contenders = {"ours": step_ours(x, t), "torch": step_torch(x, t)}
-    if liger_cross_entropy is not None:
-        contenders["liger"] = step_liger(x, t)
-    print("\n# host us per forward+backward call, shape 1x16x1024 fp32, reduce_loss")
-    for name, fn in contenders.items():
-        fn()
-        print(f"{name:8s} {host_us(fn):8.1f}")
-    print("\n# host us, layer by layer")
-    for name, us in layers(x, t):
-        print(f"{name:30s} {us:8.1f}")
-    print("\n# host us of the pieces of ours")
-    for name, us in pieces(x, t):
-        print(f"{name:30s} {us:8.1f}")
-
-    prof = cProfile.Profile()
-    ours = contenders["ours"]
-    prof.enable()
-    for _ in range(300):
-        ours()
-    prof.disable()
-    torch.cuda.synchronize()
-    text = io.StringIO()
-    pstats.Stats(prof, stream=text).sort_stats("tottime").print_stats(25)
-    print("\n# cProfile of 300 calls of ours, by own time\n" + text.getvalue())
-
-    print("# training shape 16x256x32000 bf16, reduce_loss: device ms (graph replay), eager ms")
-    x, t = make(16, 256, 32000, torch.bfloat16)
     v = x.shape[-1]
-    shapes = {
-        "ours (bf16 in)": step_ours(x, t),
-        "torch bf16": step_torch(x, t),
-        "torch fp32 upcast": lambda: torch.autograd.grad(
-            F.cross_entropy(x.view(-1, v).float(), t.view(-1), ignore_index=-100), x
-        ),
+    base = importlib.import_module(args.baseline) if args.baseline else None
+
+    def ours() -> object:
+        return torch.autograd.grad(ce.parallel_cross_entropy(x, t, reduce_loss=True), x)
+
+    def ours_jit() -> object:
+        with fast_launch(False):
+            return ours()
+
+    contenders: dict[str, Callable[[], object]] = {
+        "torch F.cross_entropy": lambda: torch.autograd.grad(F.cross_entropy(x.view(-1, v), t.view(-1)), x),
+        "ours": ours,
+        "ours, FAST_LAUNCH off": ours_jit,
     }
-    for name, fn in shapes.items():
-        print(f"{name:20s} {graph_ms(fn, 20):7.3f} {time_ms(fn, 20):7.3f}")
+    if base is not None:
+        base_ce = base.parallel_cross_entropy
+        contenders["baseline"] = lambda: torch.autograd.grad(base_ce(x, t, reduce_loss=True), x)
+
+    def single_threaded(fn: Callable[[], object]) -> Callable[[], object]:
+        def run() -> object:
+            with torch.autograd.set_multithreading_enabled(False):
+                return fn()
+
+        return run
+
+    # the backward on the calling thread instead of the device's autograd thread (a user setting:
+    # how much of the engine's cost is the hand-over between threads)
+    contenders["torch, autograd single-threaded"] = single_threaded(contenders["torch F.cross_entropy"])
+    contenders["ours, autograd single-threaded"] = single_threaded(ours)
+    if liger_cross_entropy is not None:
+        contenders["liger"] = lambda: torch.autograd.grad(liger_cross_entropy(x.view(-1, v), t.view(-1)), x)
+    say("\n# host us per forward+backward call (autograd.grad), 1x16x1024 fp32, reduce_loss")
+    totals = host_us_many(contenders, calls=300, rounds=9)
+    for name, us in totals.items():
+        say(f"{name:28s} {us:8.1f}   ({us / totals['torch F.cross_entropy']:.2f}x PyTorch)")
+
+    say("\n# host us, layer by layer")
+    tv = host_us_many(
+        {
+            "torch: fwd+bwd (autograd.grad)": contenders["torch F.cross_entropy"],
+            "torch: forward, graph built": lambda: F.cross_entropy(x.view(-1, v), t.view(-1)),
+        }
+    )
+    loss_t = F.cross_entropy(x.view(-1, v), t.view(-1))
+    tv["torch: backward alone (engine)"] = host_us(lambda: torch.autograd.grad(loss_t, x, retain_graph=True))
+    for name, us in tv.items():
+        say(f"{name:50s} {us:8.1f}")
+    impls = [(ce, "ours")] + ([(base, "baseline")] if base is not None else [])
+    for mod, label in impls:
+        for name, us in layers(mod, label, x, t):
+            say(f"{name:50s} {us:8.1f}")
+
+    say("\n# host us of the pieces and the bare mechanisms")
+    for name, us in pieces(x, t):
+        say(f"{name:50s} {us:8.1f}")
+
+    say("\n# where a JIT launch of our forward kernel goes (us)")
+    with fast_launch(False), Recorder([ce._kernels().ce_forward_kernel]) as rec:
+        ce.parallel_cross_entropy(x.detach(), t, reduce_loss=True)
+    k, grid, a, kw = rec.calls[0]
+    for name, us in jit_breakdown(k, grid, a, kw):
+        say(f"{name:50s} {us:8.1f}")
+
+    if args.profile:
+        prof = cProfile.Profile()
+        prof.enable()
+        for _ in range(300):
+            ours()
+        prof.disable()
+        torch.cuda.synchronize()
+        text = io.StringIO()
+        pstats.Stats(prof, stream=text).sort_stats("tottime").print_stats(22)
+        say("\n# cProfile of 300 calls of ours, by own time\n" + text.getvalue())
+        from torch.profiler import ProfilerActivity, profile
+
+        for name in ("ours", "torch F.cross_entropy"):
+            fn = contenders[name]
+            with profile(activities=[ProfilerActivity.CPU, ProfilerActivity.CUDA]) as p:
+                for _ in range(50):
+                    fn()
+                torch.cuda.synchronize()
+            say(f"\n# torch.profiler, 50 calls of {name}, by CPU time (us per 50 calls)")
+            say(p.key_averages().table(sort_by="self_cpu_time_total", row_limit=14, max_name_column_width=60))
+    if args.out:
+        with open(args.out, "w") as f:
+            f.write("\n".join(LINES) + "\n")
 
 
 if __name__ == "__main__":

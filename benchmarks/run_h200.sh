@@ -3,7 +3,9 @@
 # (PyTorch 2.11, Triton 3.6, transformers installed). Usage:
 #   OUT=DIR bash benchmarks/run_h200.sh [STAGE ...]     (default: every stage)
 # Stages and what they write into $OUT (default ./h200-out):
-#   ce        ce_bench.log, ce_summary.csv  cross entropy benchmark without the shape sweep
+#   ce        ce_bench.log, ce_summary.csv, ce_eager_sweep.csv, ce_typical.csv, ce_machine.txt,
+#             ce_host_overhead.txt  cross entropy: eager wall and device time over the fixed sweep
+#             (no random sweep), host time per call and where it goes
 #   accuracy  acc_default.json, acc_reduce-overhead.json  npu-fixes accuracy, all models, 10 iterations
 #   runtime   runtime_defects.txt, gpu_tests.log  scalar race, downcast, capture gate; gpu tests
 #   longrun   longrun.tar.gz  2000-step trainings, ours vs PyTorch CE (tp=2 with 2 GPUs),
@@ -21,9 +23,14 @@ export PYTHONPATH=$PWD:/tmp/site PYTHONUNBUFFERED=1
   python3 -c "import platform, torch, triton, transformers; print(platform.node(), 'torch', torch.__version__, 'triton', triton.__version__, 'transformers', transformers.__version__)"
 } > "$OUT/machine.txt"
 
-stage_ce() {
-  python3 benchmarks/ce_benchmark.py --out /tmp/ce --sweep 0 > "$OUT/ce_bench.log" 2>&1
-  cp /tmp/ce/ce_summary.csv "$OUT/"
+stage_ce() {  # CE_BASELINE=MODULE (found on CE_BASELINE_PATH) adds an earlier version to compare
+  local base=() path=$PYTHONPATH${CE_BASELINE_PATH:+:$CE_BASELINE_PATH}
+  [ -n "${CE_BASELINE:-}" ] && base=(--baseline "$CE_BASELINE")
+  PYTHONPATH=$path python3 benchmarks/ce_benchmark.py --out /tmp/ce --sweep 0 ${base[@]+"${base[@]}"} \
+    > "$OUT/ce_bench.log" 2>&1
+  cp /tmp/ce/ce_summary.csv /tmp/ce/ce_eager_sweep.csv /tmp/ce/ce_typical.csv /tmp/ce/ce_machine.txt "$OUT/"
+  PYTHONPATH=$path python3 benchmarks/ce_host_overhead.py --profile --out "$OUT/ce_host_overhead.txt" \
+    ${base[@]+"${base[@]}"} > /tmp/ce/ce_host_overhead.log 2>&1 || tail -n 30 /tmp/ce/ce_host_overhead.log >> "$OUT/ce_bench.log"
 }
 
 stage_accuracy() {  # both modes, the model list in two halves: four processes at once

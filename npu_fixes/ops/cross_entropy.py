@@ -7,6 +7,11 @@ logits) are exchanged with one all-gather and merged, so every rank gets the sin
 loss. The backward needs no communication. The kernels live in
 :mod:`npu_fixes.ops.cross_entropy_kernels`.
 
+Host time (CUDA): one kernel launch per direction (the forward's last program finalizes split
+rows and takes the mean: ``LAST_PROGRAM_TAIL``); eager calls go through per-signature plans
+(launch configuration, one workspace, compiled kernels launched directly: ``FAST_LAUNCH``)
+and ``autograd.Function``'s C++ ``apply``; the custom ops are only for ``torch.compile``.
+
 Environment:
 
 * ``NPU_FIXES_CE_FORCE_TRITON=1`` / ``=0`` forces the Triton / PyTorch path (default: route
@@ -25,7 +30,7 @@ import warnings
 from contextlib import nullcontext
 from dataclasses import dataclass
 from functools import cache
-from typing import Any
+from typing import Any, NamedTuple
 
 import torch
 from torch import Tensor
@@ -52,6 +57,11 @@ _MAX_ROW_PROGRAMS: dict[str, int] = {"cuda": 2**31 - 1}
 _DEFAULT_MAX_ROW_PROGRAMS = 65535
 # Split a row's vocabulary over several programs until rows * splits >= WAVES * cores.
 _WAVES = 4
+# Device types whose forward is one launch: the last program to finish (one atomic per
+# program) finalizes split rows and computes the mean (see ce_forward_kernel). Elsewhere
+# (NPU: no atomics assumed) separate finalize and mean kernels run after the forward kernel.
+LAST_PROGRAM_TAIL: dict[str, bool] = {"cuda": True}
+_TAIL_BLOCK = 1024  # rows per step of the last program
 # Fewest logits for the Triton path on CUDA. On an H200 the Triton path beat the PyTorch
 # path at every size measured (down to 16 x 1024), so every size takes it.
 CUDA_MIN_TRITON_ELEMENTS = 0
@@ -63,8 +73,24 @@ NPU_MIN_TRITON_VOCAB = 16384
 NPU_ASSUMED_VECTOR_CORES = 48
 
 
+# os.environ.get encodes the key and decodes the value on every call (1-2 us on the hosts
+# measured, twice per eager call); the mapping behind it is read directly where it has
+# CPython's usual shape (os.environ's own __setitem__/__delitem__ keep it current).
+_ENV_DATA = getattr(os.environ, "_data", None)
+_ENV_ENCODE = getattr(os.environ, "encodekey", None)
+_ENV_DECODE = getattr(os.environ, "decodevalue", None)
+_ENV_KEYS: dict[str, Any] = {}
+
+
 def _env(name: str) -> str | None:
-    value = os.environ.get(name)
+    if _ENV_DATA is not None and _ENV_ENCODE is not None and _ENV_DECODE is not None:
+        key = _ENV_KEYS.get(name)
+        if key is None:
+            key = _ENV_KEYS[name] = _ENV_ENCODE(name)
+        raw = _ENV_DATA.get(key)
+        value = None if raw is None else _ENV_DECODE(raw)
+    else:
+        value = os.environ.get(name)
     return None if value is None or value == "" else value
 
 
@@ -164,8 +190,7 @@ def _gather_partials(part: Tensor, shard: _Shard) -> Tensor:
     return out
 
 
-@dataclass(frozen=True)
-class _Launch:
+class _Launch(NamedTuple):
     block: int
     fwd_warps: int
     bwd_warps: int
@@ -232,6 +257,116 @@ def _launch_config(
     chunk = math.ceil(math.ceil(vocab / block) / splits) * block
     row_programs = min(n_rows, _MAX_ROW_PROGRAMS.get(device_type, _DEFAULT_MAX_ROW_PROGRAMS))
     return _Launch(block, fwd_warps, bwd_warps, splits, chunk, row_programs)
+
+
+# Launch configurations by everything they depend on (the module-level tunables included,
+# so changing one takes effect): computed once per shape, not per call.
+_CONFIGS: dict[tuple[Any, ...], _Launch] = {}
+
+
+def _cached_config(n_rows: int, vocab: int, device: torch.device, split_vocab: int | None) -> _Launch:
+    dt = device.type
+    key = (n_rows, vocab, dt, device.index, split_vocab, _WAVES, MAX_FUSED_BLOCK.get(dt),
+           _CUDA_WARPS["fwd"], _CUDA_WARPS["bwd"])
+    cfg = _CONFIGS.get(key)
+    if cfg is None:
+        if len(_CONFIGS) >= 4096:  # many shapes (e.g. varying sequence lengths): start over
+            _CONFIGS.clear()
+        cfg = _CONFIGS[key] = _launch_config(n_rows, vocab, dt, _num_cores(device), split_vocab)
+    return cfg
+
+
+_raw_stream = getattr(torch._C, "_cuda_getCurrentRawStream", None)
+# One int64 counter per (device, stream) for the forward kernel's last-program tail: zero
+# between launches (the last program resets it), and launches on one stream never overlap.
+_SYNC: dict[tuple[Any, ...], Tensor] = {}
+
+
+def _sync_counter(device: torch.device) -> Tensor:
+    """A zeroed int64 counter for one forward launch on the current stream of ``device``."""
+    if device.type == "cuda":
+        if torch.cuda.is_current_stream_capturing():
+            # Its own counter, zeroed by a memset node at every replay: graphs captured on one
+            # stream may be replayed on several at once.
+            return torch.zeros((), dtype=torch.int64, device=device)
+        index = device.index if device.index is not None else torch.cuda.current_device()
+        if _raw_stream is not None:
+            stream = _raw_stream(index)
+        else:
+            stream = torch.cuda.current_stream(index).cuda_stream
+        key: tuple[Any, ...] = (index, stream)
+    else:
+        key = (device.type, device.index)
+    counter = _SYNC.get(key)
+    if counter is None:
+        counter = _SYNC[key] = torch.zeros((), dtype=torch.int64, device=device)
+    return counter
+
+
+# Direct launches. Through Triton's JIT a launch binds and specializes every argument, builds
+# a cache key and asks the driver about every pointer: 20-30 us of host time per launch on an
+# H200 host, for kernels that take a few microseconds on the device. Once a kernel has been
+# compiled for a call, later calls with the same key launch the compiled kernel through its
+# launcher at once, with raw pointers. Keys hold the exact value of every integer argument
+# and the dtype and low address bits of every tensor whose buffer was not allocated here (those
+# are fresh and 512-byte aligned), so a key is never coarser than Triton's own specialization
+# (dtype, 16-byte alignment, divisibility by 16, equality to 1, integer width). Per device
+# type; used only where JITFunction.run launches the way this code does (checked once).
+FAST_LAUNCH: dict[str, bool] = {"cuda": True}
+_LAUNCHED: dict[tuple[Any, ...], Any] = {}
+_FAST_PROTOCOL: list[bool] = []  # [whether Triton's launch protocol is the expected one], once known
+_RUN_CALL = (
+    "kernel.run(grid_0, grid_1, grid_2, stream, kernel.function, kernel.packed_metadata, launch_metadata, "
+    "knobs.runtime.launch_enter_hook, knobs.runtime.launch_exit_hook, *bound_args.values())"
+)
+
+
+def _fast_protocol() -> bool:
+    """Whether this Triton's JIT launches a compiled kernel exactly as ``_launch`` does."""
+    if not _FAST_PROTOCOL:
+        try:
+            import inspect
+
+            from triton.runtime.jit import JITFunction
+
+            source = " ".join(inspect.getsource(JITFunction.run).split())
+            _FAST_PROTOCOL.append(_RUN_CALL in source and _kernels().RUNTIME_KNOBS is not None)
+        except Exception:  # noqa: BLE001 - any surprise: the JIT path
+            _FAST_PROTOCOL.append(False)
+    return _FAST_PROTOCOL[0]
+
+
+def _fast_key(device: torch.device) -> bool:
+    return FAST_LAUNCH.get(device.type, False) and _fast_protocol()
+
+
+def _no_launch_hooks(runtime: Any) -> bool:
+    """No profiler hooks on launches (else the JIT path runs them)."""
+    for hook in (runtime.launch_enter_hook, runtime.launch_exit_hook):
+        if hook is not None and getattr(hook, "calls", True):
+            return False
+    return True
+
+
+def _launch(
+    kernel: Any, grid: tuple[int, int], args: tuple[Any, ...], num_warps: int, key: tuple[Any, ...] | None
+) -> None:
+    """``kernel[grid](*args, num_warps=num_warps)``; ``args``: every parameter in order,
+    constexprs included. With a ``key`` (see ``FAST_LAUNCH``) a kernel compiled for that key
+    is launched directly."""
+    if key is not None:
+        compiled = _LAUNCHED.get(key)
+        if compiled is not None and _no_launch_hooks(_kernels().RUNTIME_KNOBS):
+            raw = [a.data_ptr() if isinstance(a, Tensor) else a for a in args]
+            stream = _raw_stream(key[1])
+            metadata = compiled.packed_metadata
+            compiled.run(grid[0], grid[1], 1, stream, compiled.function, metadata, None, None, None, *raw)
+            return
+    compiled = kernel[grid](*args, num_warps=num_warps)
+    if key is not None and hasattr(compiled, "packed_metadata") and hasattr(compiled, "function"):
+        if len(_LAUNCHED) >= 4096:
+            _LAUNCHED.clear()
+        _LAUNCHED[key] = compiled
 
 
 def _device_guard(device: torch.device) -> Any:
@@ -332,50 +467,58 @@ def _torch_backward(
 
 
 def _triton_forward(
-    inp: Tensor, target: Tensor, eps: float, ignore_idx: int, shard: _Shard | None
-) -> tuple[Tensor, Tensor]:
-    from .cross_entropy_kernels import ce_finalize_kernel, ce_forward_kernel
+    inp: Tensor,
+    target: Tensor,
+    eps: float,
+    ignore_idx: int,
+    shard: _Shard | None,
+    reduce_loss: bool = False,
+    cfg: _Launch | None = None,
+) -> tuple[Tensor, Tensor, Tensor | None]:
+    """Loss (per row ``(D0, D1)``, or the 0-d mean with ``reduce_loss``), lse per row, and
+    ``1/max(count, 1)`` (0-d; ``None`` without ``reduce_loss``).
 
+    One launch on devices with ``LAST_PROGRAM_TAIL`` (no group); otherwise the forward
+    kernel, then the finalize kernel for split rows (after the partials are gathered across
+    the group) and the mean kernel.
+    """
     d0, d1, vocab = inp.shape
     n_rows = d0 * d1
-    offset, total = (0, vocab) if shard is None else (shard.offset, shard.total)
-    split_vocab = None if shard is None else shard.largest
-    cfg = _launch_config(n_rows, vocab, inp.device.type, _num_cores(inp.device), split_vocab)
-    loss = torch.empty(n_rows, dtype=torch.float32, device=inp.device)
-    lse = torch.empty(n_rows, dtype=torch.float32, device=inp.device)
+    device = inp.device
+    if cfg is None:
+        cfg = _cached_config(n_rows, vocab, device, None if shard is None else shard.largest)
+    f32 = torch.float32
+    loss = torch.empty((d0, d1), dtype=f32, device=device)
+    lse = torch.empty(n_rows, dtype=f32, device=device)
     fused = cfg.splits == 1 and shard is None
-    part = loss if fused else torch.empty((cfg.splits, 4, n_rows), dtype=torch.float32, device=inp.device)
-    with _device_guard(inp.device):
-        ce_forward_kernel[(cfg.row_programs, cfg.splits)](
-            inp,
-            *inp.stride(),
-            target,
-            *target.stride(),
-            loss,
-            lse,
-            part,
-            n_rows,
-            d1,
-            vocab,
-            offset,
-            total,
-            cfg.chunk,
-            cfg.splits,
-            cfg.row_programs,
-            eps,
-            ignore_idx,
-            BLOCK=cfg.block,
-            V_CONTIG=inp.stride(2) == 1,
-            FUSED=fused,
-            SMOOTH=eps > 0.0,
-            num_warps=cfg.fwd_warps,
-        )
-    if not fused:
-        if shard is not None:
-            part = _gather_partials(part, shard)
-        block_r = 128
-        with _device_guard(inp.device):
-            ce_finalize_kernel[(math.ceil(n_rows / block_r),)](
+    tail = shard is None and (reduce_loss or not fused) and LAST_PROGRAM_TAIL.get(device.type, False)
+    part = loss if fused else torch.empty((cfg.splits, 4, n_rows), dtype=f32, device=device)
+    if tail and reduce_loss:
+        mean = torch.empty((), dtype=f32, device=device)
+        inv_count = torch.empty((), dtype=f32, device=device)
+    else:
+        mean = inv_count = lse  # not written
+    offset, total = (0, vocab) if shard is None else (shard.offset, shard.total)
+    smooth = eps > 0.0
+    x_strides, t_strides = inp.stride(), target.stride()
+    args = (
+        inp, *x_strides, target, *t_strides, loss, lse, part, mean, inv_count,
+        _sync_counter(device) if tail else lse,
+        n_rows, d1, vocab, offset, total, cfg.chunk, cfg.splits, cfg.row_programs, eps, ignore_idx,
+        cfg.block, x_strides[2] == 1, fused, smooth, tail, tail and reduce_loss, _TAIL_BLOCK,
+    )  # fmt: skip
+    key = None
+    if _fast_key(device):  # the buffers allocated above are aligned; the caller's may not be
+        key = ("fwd", device.index, cfg, fused, tail, reduce_loss, smooth, inp.dtype, x_strides,
+               inp.data_ptr() & 15, target.dtype, t_strides, target.data_ptr() & 15, n_rows, d1, vocab,
+               offset, total, ignore_idx)  # fmt: skip
+    with _device_guard(device):
+        _launch(_kernels().ce_forward_kernel, (cfg.row_programs, cfg.splits), args, cfg.fwd_warps, key)
+        if not fused and not tail:
+            if shard is not None:
+                part = _gather_partials(part, shard)
+            block_r = 128
+            _kernels().ce_finalize_kernel[(math.ceil(n_rows / block_r),)](
                 part,
                 target,
                 *target.stride(),
@@ -389,7 +532,11 @@ def _triton_forward(
                 ignore_idx,
                 BLOCK_R=block_r,
             )
-    return loss, lse
+    if not reduce_loss:
+        return loss, lse, None
+    if not tail:
+        mean, inv_count = _triton_mean(loss, target, ignore_idx)
+    return mean, lse, inv_count
 
 
 def _triton_backward(
@@ -403,53 +550,49 @@ def _triton_backward(
     offset: int,
     total: int,
     out: Tensor,
+    cfg: _Launch | None = None,
 ) -> Tensor:
-    from .cross_entropy_kernels import ce_backward_kernel
-
     d0, d1, vocab = inp.shape
     n_rows = d0 * d1
-    cfg = _launch_config(n_rows, vocab, inp.device.type, _num_cores(inp.device))
+    if cfg is None:
+        cfg = _cached_config(n_rows, vocab, inp.device, None)
     go_strides = grad_loss.stride() if grad_loss.dim() == 2 else (0, 0)
-    with _device_guard(inp.device):
-        ce_backward_kernel[(cfg.row_programs, cfg.splits)](
-            inp,
-            *inp.stride(),
-            out,
-            *out.stride(),
-            target,
-            *target.stride(),
-            lse,
-            grad_loss,
-            *go_strides,
-            lse if scale is None else scale,
-            n_rows,
-            d1,
-            vocab,
-            offset,
-            total,
-            cfg.chunk,
-            cfg.row_programs,
-            eps,
-            ignore_idx,
-            BLOCK=cfg.block,
-            HAS_SCALE=scale is not None,
-            X_CONTIG=inp.stride(2) == 1,
-            G_CONTIG=out.stride(2) == 1,
-            num_warps=cfg.bwd_warps,
-        )
+    x_strides, g_strides, t_strides = inp.stride(), out.stride(), target.stride()
+    has_scale = scale is not None
+    args = (
+        inp, *x_strides, out, *g_strides, target, *t_strides, lse, grad_loss, *go_strides,
+        scale if has_scale else lse, n_rows, d1, vocab, offset, total, cfg.chunk, cfg.row_programs, eps,
+        ignore_idx, cfg.block, has_scale, x_strides[2] == 1, g_strides[2] == 1,
+    )  # fmt: skip
+    device = inp.device
+    key = None
+    if _fast_key(device):  # every tensor may come from the caller (the custom op's backward)
+        key = ("bwd", device.index, cfg, inp.dtype, x_strides, inp.data_ptr() & 15, out.dtype, g_strides,
+               out.data_ptr() & 15, target.dtype, t_strides, target.data_ptr() & 15, lse.data_ptr() & 15,
+               grad_loss.dtype, go_strides, grad_loss.data_ptr() & 15, has_scale,
+               scale.dtype if has_scale else None, scale.data_ptr() & 15 if has_scale else None,
+               n_rows, d1, vocab, offset, total, ignore_idx)  # fmt: skip
+    with _device_guard(device):
+        _launch(_kernels().ce_backward_kernel, (cfg.row_programs, cfg.splits), args, cfg.bwd_warps, key)
     return out
+
+
+@cache
+def _kernels() -> Any:
+    """The kernel module, imported at the first Triton call (``import triton`` is slow)."""
+    from . import cross_entropy_kernels
+
+    return cross_entropy_kernels
 
 
 # ------------------------------------------------------------------------ shared pieces
 
 
 def _triton_mean(loss: Tensor, target: Tensor, ignore_idx: int) -> tuple[Tensor, Tensor]:
-    from .cross_entropy_kernels import ce_mean_kernel
-
     mean = loss.new_empty(())
     inv_count = loss.new_empty(())
     with _device_guard(loss.device):
-        ce_mean_kernel[(1,)](
+        _kernels().ce_mean_kernel[(1,)](
             loss,
             target,
             *target.stride(),
@@ -471,31 +614,29 @@ def _forward(
     ignore_idx: int,
     shard: _Shard | None = None,
     triton_path: bool | None = None,
-) -> tuple[Tensor, Tensor, Tensor]:
-    """Loss (per row or mean), per-row lse, and 1/n_valid (0-d; empty when not reducing).
+) -> tuple[Tensor, Tensor, Tensor | None]:
+    """Loss (per token ``(D0, D1)`` or the 0-d mean), per-row lse, and 1/n_valid (0-d;
+    ``None`` when not reducing).
 
     With a ``shard`` the loss and lse are those of the whole vocabulary, on every rank.
     ``triton_path``: the path (default: :func:`_route`).
     """
-    d0, d1, vocab = inp.shape
     if _env("NPU_FIXES_CE_CHECK") == "1" and not _capturing(inp.device):
-        _check_targets(target, vocab if shard is None else shard.total, ignore_idx)
+        _check_targets(target, inp.shape[-1] if shard is None else shard.total, ignore_idx)
     if triton_path is None:
         triton_path = _route(inp, shard)
-    if not triton_path and target.dtype != torch.int64:
-        target = target.long()  # once for the PyTorch path's comparisons (the kernels widen)
     if triton_path:
-        loss, lse = _triton_forward(inp, target, eps, ignore_idx, shard)
-    elif inp.numel() > 0:
+        return _triton_forward(inp, target, eps, ignore_idx, shard, reduce_loss)
+    d0, d1, _ = inp.shape
+    if target.dtype != torch.int64:
+        target = target.long()  # once for the PyTorch path's comparisons (the kernels widen)
+    if inp.numel() > 0:
         loss, lse = _torch_forward(inp, target, eps, ignore_idx, shard)
     else:
         loss = torch.zeros((d0 * d1,), dtype=torch.float32, device=inp.device)
         lse = torch.zeros((d0 * d1,), dtype=torch.float32, device=inp.device)
     if not reduce_loss:
-        return loss.view(d0, d1), lse, loss.new_empty((0,))
-    if triton_path:
-        mean, inv_count = _triton_mean(loss, target, ignore_idx)
-        return mean, lse, inv_count
+        return loss.view(d0, d1), lse, None
     inv_count = 1.0 / (target != ignore_idx).sum().clamp(min=1).to(torch.float32)  # widened above
     return loss.sum() * inv_count, lse, inv_count
 
@@ -512,7 +653,7 @@ def _backward(
     inp: Tensor,
     target: Tensor,
     lse: Tensor,
-    inv_count: Tensor,
+    inv_count: Tensor | None,
     eps: float,
     ignore_idx: int,
     out: Tensor | None,
@@ -527,7 +668,7 @@ def _backward(
     ``triton_path``: the path (default: :func:`use_triton`; the forward's choice from autograd).
     """
     total = inp.shape[-1] if total is None else total
-    scale = inv_count if inv_count.dim() == 0 else None
+    scale = inv_count if inv_count is not None and inv_count.dim() == 0 else None
     if inp.numel() == 0:
         return torch.zeros_like(inp) if out is None else out
     if use_triton(inp) if triton_path is None else triton_path:
@@ -554,7 +695,8 @@ def _backward(
 def _ce_fwd(
     inp: Tensor, target: Tensor, label_smoothing: float, reduce_loss: bool, ignore_idx: int
 ) -> tuple[Tensor, Tensor, Tensor]:
-    return _forward(inp, target, label_smoothing, reduce_loss, ignore_idx)
+    loss, lse, inv_count = _forward(inp, target, label_smoothing, reduce_loss, ignore_idx)
+    return loss, lse, loss.new_empty((0,)) if inv_count is None else inv_count
 
 
 @_ce_fwd.register_fake
@@ -645,6 +787,178 @@ class _NoDoubleBackward(torch.autograd.Function):
         raise RuntimeError(_DOUBLE_BACKWARD)
 
 
+# ------------------------------------------------------- eager fast path (CUDA, one device)
+#
+# An eager call on a CUDA tensor is host-bound below some 10-30M logits, so each microsecond of
+# host time per call counts there. Per input signature (shapes, strides, dtypes, address bits
+# of the caller's tensors, arguments and tunables) a plan holds the launch configuration, the
+# workspace layout and the compiled kernels; a call then does one allocation (lse, loss rows,
+# split partials, mean and 1/count share one fp32 workspace) and one direct launch per
+# direction. The first call of a signature launches through Triton's JIT with the very same
+# arguments (tensor views where the direct launch passes addresses) and keeps the compiled
+# kernel. Anything else (CPU/NPU, CUDA graph capture, NPU_FIXES_CE_CHECK=1, routing to
+# PyTorch, another current device, launch hooks, no FAST_LAUNCH) takes the general path.
+
+_cuda_get_device = getattr(torch._C, "_cuda_getDevice", None)
+_capturing_now = getattr(torch._C, "_cuda_isCurrentStreamCapturing", torch.cuda.is_current_stream_capturing)
+_COUNTER_PTRS: dict[tuple[int, int], int] = {}  # (device, stream) -> address of _SYNC's counter
+
+
+class _Plan:
+    """What an eager forward+backward of one input signature needs, computed once."""
+
+    __slots__ = ("bwd", "cfg", "fused", "fwd", "grid", "inv", "lse", "loss", "numel", "part", "rest",
+                 "reduce", "bwd_rest", "tail", "n_rows", "shape", "x_strides", "t_strides", "vocab")
+
+
+def _plan(inp: Tensor, n_rows: int, vocab: int, x_strides: tuple[int, ...], t_strides: tuple[int, ...],
+          eps: float, reduce_loss: bool, ignore_idx: int, force: str | None) -> _Plan | None:
+    """A new plan, or ``None`` where the general path must run (PyTorch route, no last-program
+    tail: several launches)."""
+    kind = inp.device.type
+    if n_rows * vocab == 0 or (force is None and not _default_route(kind, vocab, n_rows)):
+        return None
+    cfg = _cached_config(n_rows, vocab, inp.device, None)
+    fused = cfg.splits == 1
+    tail = reduce_loss or not fused
+    if tail and not LAST_PROGRAM_TAIL.get(kind, False):
+        return None
+    p = _Plan()
+    p.cfg, p.fused, p.tail, p.reduce, p.n_rows, p.vocab = cfg, fused, tail, reduce_loss, n_rows, vocab
+    p.shape, p.x_strides, p.t_strides = tuple(inp.shape), x_strides, t_strides
+    p.grid = (cfg.row_programs, cfg.splits)
+    rows = (n_rows + 3) // 4 * 4  # every piece starts 16-byte aligned, as the JIT saw it
+    off = 0
+    p.loss = None  # the per-token loss has its own tensor (it is returned)
+    if reduce_loss:
+        p.loss, off = 0, rows
+    p.lse, off = off, off + rows
+    p.part = p.loss if fused else off
+    if not fused:
+        off += 4 * cfg.splits * rows  # (S, 4, N) with N padded: the kernel's stride is N, within it
+    p.inv = off if reduce_loss else p.lse
+    p.numel = off + 4 if reduce_loss else off
+    p.rest = (n_rows, p.shape[1], vocab, 0, vocab, cfg.chunk, cfg.splits, cfg.row_programs, eps, ignore_idx,
+              cfg.block, x_strides[2] == 1, fused, eps > 0.0, tail, reduce_loss, _TAIL_BLOCK)  # fmt: skip
+    p.bwd_rest = (n_rows, p.shape[1], vocab, 0, vocab, cfg.chunk, cfg.row_programs, eps, ignore_idx,
+                  cfg.block, reduce_loss, x_strides[2] == 1)  # fmt: skip
+    p.fwd = None
+    p.bwd = {}
+    return p
+
+
+_PLANS: dict[tuple[Any, ...], _Plan | None] = {}
+
+
+def _counter_ptr(device: torch.device, index: int, stream: int) -> int:
+    ptr = _COUNTER_PTRS.get((index, stream))
+    if ptr is None:
+        ptr = _COUNTER_PTRS[(index, stream)] = _sync_counter(device).data_ptr()
+    return ptr
+
+
+def _fast_forward(ctx: Any, inp: Tensor, target: Tensor, eps: float, reduce_loss: bool, ignore_idx: int,
+                  inplace_grad: bool) -> Tensor | None:
+    """The eager forward through a plan; ``None``: take the general path."""
+    device = inp.device
+    kind = device.type
+    if not FAST_LAUNCH.get(kind, False):
+        return None
+    force = _env("NPU_FIXES_CE_FORCE_TRITON")
+    if (force is not None and force != "1") or _env("NPU_FIXES_CE_CHECK") == "1":
+        return None
+    index = device.index
+    stream = None
+    if kind == "cuda":
+        if _cuda_get_device() != index or _capturing_now() or not _fast_protocol():
+            return None
+        stream = _raw_stream(index)
+    x_strides, t_strides = inp.stride(), target.stride()
+    key = (inp.shape, x_strides, inp.dtype, inp.data_ptr() & 15, t_strides, target.dtype,
+           target.data_ptr() & 15, eps, reduce_loss, ignore_idx, kind, index, force, _WAVES,
+           MAX_FUSED_BLOCK.get(kind), _CUDA_WARPS["fwd"], _CUDA_WARPS["bwd"], LAST_PROGRAM_TAIL.get(kind),
+           CUDA_MIN_TRITON_ELEMENTS)  # fmt: skip
+    try:
+        plan = _PLANS[key]
+    except KeyError:
+        d0, d1, vocab = inp.shape
+        plan = _plan(inp, d0 * d1, vocab, x_strides, t_strides, eps, reduce_loss, ignore_idx, force)
+        if len(_PLANS) >= 4096:
+            _PLANS.clear()
+        _PLANS[key] = plan
+    if plan is None:
+        return None
+    # The loss is returned: its own tensor (not a view of the saved workspace, which an in-place
+    # change of the loss would then invalidate for the backward).
+    ws = inp.new_empty(plan.numel, dtype=torch.float32)
+    out = inp.new_empty(() if reduce_loss else plan.shape[:2], dtype=torch.float32)
+    compiled = plan.fwd
+    if compiled is not None and _no_launch_hooks(_kernels().RUNTIME_KNOBS):
+        w, o = ws.data_ptr(), out.data_ptr()
+        loss_ptr, lse_ptr = (w, w + 4 * plan.lse) if reduce_loss else (o, w)
+        compiled.run(
+            plan.grid[0], plan.grid[1], 1, stream, compiled.function, compiled.packed_metadata, None, None,
+            None, inp.data_ptr(), *x_strides, target.data_ptr(), *t_strides, loss_ptr, lse_ptr,
+            loss_ptr if plan.fused else w + 4 * plan.part, o if reduce_loss else lse_ptr, w + 4 * plan.inv,
+            _counter_ptr(device, index, stream) if plan.tail else lse_ptr, *plan.rest,
+        )  # fmt: skip
+    else:  # first call of this signature (or launch hooks): through the JIT, views for addresses
+        loss_t = ws[plan.loss:] if reduce_loss else out
+        lse_t = ws[plan.lse:]
+        compiled = _kernels().ce_forward_kernel[plan.grid](
+            inp, *x_strides, target, *t_strides, loss_t, lse_t, loss_t if plan.fused else ws[plan.part:],
+            out if reduce_loss else lse_t, ws[plan.inv:], _sync_counter(device) if plan.tail else lse_t,
+            *plan.rest, num_warps=plan.cfg.fwd_warps,
+        )  # fmt: skip
+        if plan.fwd is None and hasattr(compiled, "packed_metadata") and hasattr(compiled, "function"):
+            plan.fwd = compiled
+    ctx.save_for_backward(inp, target, ws)
+    ctx.plan = plan
+    ctx.args = (eps, ignore_idx, inplace_grad, None, True)
+    return out
+
+
+def _fast_backward(ctx: Any, plan: _Plan, grad_loss: Tensor) -> Tensor:
+    """The eager backward of a forward that took ``_fast_forward`` (no create_graph)."""
+    inp, target, ws = ctx.saved_tensors
+    inplace_grad = ctx.args[2]
+    grad = inp.detach() if inplace_grad else torch.empty_like(inp)
+    go_strides = grad_loss.stride() if grad_loss.dim() == 2 else (0, 0)
+    g_strides = grad.stride()
+    index = inp.device.index
+    key = (grad_loss.dtype, go_strides, grad_loss.data_ptr() & 15, g_strides, grad.data_ptr() & 15, index)
+    compiled = plan.bwd.get(key)
+    x_strides, t_strides = plan.x_strides, plan.t_strides
+    if compiled is not None and _cuda_get_device() == index and _no_launch_hooks(_kernels().RUNTIME_KNOBS):
+        # (a compiled kernel: CUDA)
+        w = ws.data_ptr()
+        compiled.run(
+            plan.grid[0], plan.grid[1], 1, _raw_stream(index), compiled.function, compiled.packed_metadata,
+            None, None, None, inp.data_ptr(), *x_strides, grad.data_ptr(), *g_strides, target.data_ptr(),
+            *t_strides, w + 4 * plan.lse, grad_loss.data_ptr(), *go_strides, w + 4 * plan.inv, *plan.bwd_rest,
+            g_strides[2] == 1,
+        )  # fmt: skip
+    else:
+        with _device_guard(inp.device):
+            compiled = _kernels().ce_backward_kernel[plan.grid](
+                inp, *x_strides, grad, *g_strides, target, *t_strides, ws[plan.lse:], grad_loss, *go_strides,
+                ws[plan.inv:], *plan.bwd_rest, g_strides[2] == 1, num_warps=plan.cfg.bwd_warps,
+            )  # fmt: skip
+        if key not in plan.bwd and hasattr(compiled, "packed_metadata") and hasattr(compiled, "function"):
+            plan.bwd[key] = compiled
+    if inplace_grad:
+        torch.autograd.graph.increment_version(grad)
+    return grad
+
+
+def _saved_for_general_backward(ctx: Any) -> tuple[Tensor, Tensor, Tensor, Tensor | None]:
+    """``(inp, target, lse, inv_count)`` of a forward that took ``_fast_forward``."""
+    inp, target, ws = ctx.saved_tensors
+    plan = ctx.plan
+    lse = ws[plan.lse : plan.lse + plan.n_rows]
+    return inp, target, lse, ws[plan.inv] if plan.reduce else None
+
+
 class _CrossEntropyFunction(torch.autograd.Function):
     """Eager autograd (cheaper to dispatch than the custom op); same forward and backward."""
 
@@ -659,6 +973,11 @@ class _CrossEntropyFunction(torch.autograd.Function):
         inplace_grad: bool,
         shard: _Shard | None,
     ) -> Tensor:
+        if shard is None:
+            loss = _fast_forward(ctx, inp, target, label_smoothing, reduce_loss, ignore_idx, inplace_grad)
+            if loss is not None:
+                return loss
+        ctx.plan = None
         triton_path = _route(inp, shard)
         loss, lse, inv_count = _forward(
             inp, target, label_smoothing, reduce_loss, ignore_idx, shard, triton_path
@@ -666,37 +985,41 @@ class _CrossEntropyFunction(torch.autograd.Function):
         # With inplace_grad, saving inp lets autograd's version check reject a second
         # backward (inp then holds the gradient) instead of reading overwritten logits.
         ctx.save_for_backward(inp, target, lse, inv_count)
-        ctx.label_smoothing = label_smoothing
-        ctx.ignore_idx = ignore_idx
-        ctx.inplace_grad = inplace_grad
-        ctx.offset, ctx.total = (0, inp.shape[-1]) if shard is None else (shard.offset, shard.total)
-        ctx.triton_path = triton_path  # the backward takes the forward's path
+        # the backward takes the forward's path
+        ctx.args = (label_smoothing, ignore_idx, inplace_grad, shard, triton_path)
         return loss
 
     @staticmethod
     def backward(ctx: Any, grad_loss: Tensor) -> tuple[Tensor | None, ...]:
-        inp, target, lse, inv_count = ctx.saved_tensors
+        plan = ctx.plan
         create_graph = torch.is_grad_enabled()  # only under backward(create_graph=True)
+        if plan is not None:
+            if not create_graph:
+                return _fast_backward(ctx, plan, grad_loss), None, None, None, None, None, None
+            inp, target, lse, inv_count = _saved_for_general_backward(ctx)
+        else:
+            inp, target, lse, inv_count = ctx.saved_tensors
+        eps, ignore_idx, inplace_grad, shard, triton_path = ctx.args
+        offset, total = (0, None) if shard is None else (shard.offset, shard.total)
+        out = inp.detach() if inplace_grad else None
         with torch.no_grad() if create_graph else nullcontext():
-            out = inp.detach() if ctx.inplace_grad else None
             grad = _backward(
-                grad_loss,
-                inp,
-                target,
-                lse,
-                inv_count,
-                ctx.label_smoothing,
-                ctx.ignore_idx,
-                out,
-                ctx.offset,
-                ctx.total,
-                ctx.triton_path,
+                grad_loss, inp, target, lse, inv_count, eps, ignore_idx, out, offset, total, triton_path
             )
-            if out is not None:
-                torch.autograd.graph.increment_version(out)
+        if out is not None:
+            torch.autograd.graph.increment_version(out)
         if create_graph:
             grad = _NoDoubleBackward.apply(grad, inp, grad_loss)
         return grad, None, None, None, None, None, None
+
+
+def _apply(*args: Any) -> Tensor:
+    """``_CrossEntropyFunction.apply``, without the Python wrapper's own work where functorch
+    transforms are off (it binds defaults for ``setup_context`` style functions, which this is
+    not, and unwraps dead functorch wrappers, which a tensor only is inside a transform)."""
+    if torch._C._are_functorch_transforms_active():
+        return _CrossEntropyFunction.apply(*args)
+    return _c_apply(*args)
 
 
 def _eager_cross_entropy(
@@ -709,9 +1032,10 @@ def _eager_cross_entropy(
     group: Any,
 ) -> Tensor:
     shard = _shard(group, inp.shape[-1], inp.device)
-    return _CrossEntropyFunction.apply(
-        inp, target, label_smoothing, reduce_loss, ignore_idx, inplace_grad, shard
-    )
+    return _apply(inp, target, label_smoothing, reduce_loss, ignore_idx, inplace_grad, shard)
+
+
+_c_apply = super(torch.autograd.Function, _CrossEntropyFunction).apply  # the C++ apply
 
 
 # Under torch.compile: a graph break for what the custom ops cannot express (collectives on a
@@ -838,9 +1162,10 @@ def parallel_cross_entropy(
     ``(softmax - (1-eps)*onehot - eps/V) * grad_output`` is rounded once to ``inp.dtype``.
     A target outside ``[0, V)`` that is not ``ignore_idx`` gives NaN for its loss and
     gradient (never an out-of-bounds read); ``NPU_FIXES_CE_CHECK=1`` raises instead.
-    Eager calls go through a plain ``autograd.Function``; under ``torch.compile`` the
-    same code runs as custom ops ``npu_fixes::cross_entropy_fwd/bwd`` (no graph break,
-    except with ``inplace_grad=True`` or a ``dist_process_group``). First derivatives
+    Eager calls go through a plain ``autograd.Function`` (on CUDA: one kernel launch per
+    direction, launched directly from a plan cached per input signature); under
+    ``torch.compile`` the same kernels run as custom ops ``npu_fixes::cross_entropy_fwd/bwd``
+    (no graph break, except with ``inplace_grad=True`` or a ``dist_process_group``). First derivatives
     only: differentiating the gradient (double backward) raises ``RuntimeError``.
     """
     del is_cg_capturable  # no host syncs after a group's first call: every call may be captured
@@ -856,9 +1181,12 @@ def parallel_cross_entropy(
             "pass inplace_grad=False or inp.contiguous()"
         )
     eps, reduce_loss, ignore_idx = float(label_smoothing), bool(reduce_loss), int(ignore_idx)
-    args = (inp, target, eps, reduce_loss, ignore_idx, inplace_grad, dist_process_group)
     if not torch.compiler.is_compiling():
-        return _eager_cross_entropy(*args)
+        if dist_process_group is None:  # the common case, without a further call
+            return _apply(inp, target, eps, reduce_loss, ignore_idx, inplace_grad, None)
+        group = dist_process_group
+        return _eager_cross_entropy(inp, target, eps, reduce_loss, ignore_idx, inplace_grad, group)
+    args = (inp, target, eps, reduce_loss, ignore_idx, inplace_grad, dist_process_group)
     if inplace_grad or dist_process_group is not None:
         return _graph_break_cross_entropy(*args)
     return _ce_fwd(inp, target, eps, reduce_loss, ignore_idx)[0]

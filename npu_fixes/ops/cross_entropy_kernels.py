@@ -28,6 +28,13 @@ from __future__ import annotations
 import triton
 import triton.language as tl
 
+try:  # launch hooks (profilers); the module is newer than some Triton releases
+    from triton import knobs as _knobs
+
+    RUNTIME_KNOBS = _knobs.runtime
+except ImportError:  # pragma: no cover - older Triton: no direct launches (see cross_entropy.py)
+    RUNTIME_KNOBS = None
+
 
 @triton.jit
 def _row_offsets(row, D1, s0, s1):
@@ -122,6 +129,9 @@ def ce_forward_kernel(
     loss_ptr,
     lse_ptr,
     part_ptr,
+    mean_ptr,
+    inv_ptr,
+    sync_ptr,
     N,
     D1,
     V,
@@ -136,17 +146,29 @@ def ce_forward_kernel(
     V_CONTIG: tl.constexpr,
     FUSED: tl.constexpr,
     SMOOTH: tl.constexpr,
+    TAIL: tl.constexpr = False,
+    REDUCE: tl.constexpr = False,
+    TAIL_BLOCK: tl.constexpr = 1024,
 ):
     """Grid ``(ROW_STEP, S)``: partials of chunk ``program_id(1)`` for rows
     ``program_id(0), program_id(0) + ROW_STEP, ...``.
 
     ``FUSED`` (``S == 1``, whole vocabulary): finalize directly into ``loss``/``lse``.
     Otherwise store the partials into ``part`` laid out ``(S, 4, N)``.
+
+    ``TAIL`` (one launch per forward): the program that finishes last, found with one
+    atomic on ``sync_ptr`` (an int64 that is 0 at launch and 0 again at exit: the last
+    program resets it), combines the partials of every row into ``loss``/``lse`` (when not
+    ``FUSED``) and, with ``REDUCE``, writes the mean over non-ignored rows to ``mean`` and
+    ``1/max(count, 1)`` to ``inv``. The count travels in the atomic's low 32 bits
+    (integer, exact); the loss sum is a fixed-order sum by that one program, so the result
+    is deterministic whichever program comes last.
     """
     split = tl.program_id(1)
     col_lo = split * CHUNK
     col_hi = tl.minimum(col_lo + CHUNK, V)
     row = tl.program_id(0)
+    n_valid = tl.zeros((), tl.int64)
     while row < N:
         tgt = tl.load(t_ptr + _row_offsets(row, D1, ts0, ts1)).to(tl.int64)
         valid = tgt != ignore_idx
@@ -164,7 +186,83 @@ def ce_forward_kernel(
             tl.store(base + N, d)
             tl.store(base + 2 * N, xt)
             tl.store(base + 3 * N, sx)
+        if REDUCE:
+            n_valid += (valid & (split == 0)).to(tl.int64)  # each row counted by one chunk
         row += ROW_STEP
+    if TAIL:
+        _last_program_tail(
+            loss_ptr, lse_ptr, part_ptr, mean_ptr, inv_ptr, sync_ptr, t_ptr, ts0, ts1, N, D1, S,
+            V_TOTAL, eps, ignore_idx, n_valid, FUSED, REDUCE, TAIL_BLOCK
+        )
+
+
+@triton.jit
+def _last_program_tail(
+    loss_ptr,
+    lse_ptr,
+    part_ptr,
+    mean_ptr,
+    inv_ptr,
+    sync_ptr,
+    t_ptr,
+    ts0,
+    ts1,
+    N,
+    D1,
+    S,
+    V_TOTAL,
+    eps,
+    ignore_idx,
+    n_valid,
+    FUSED: tl.constexpr,
+    REDUCE: tl.constexpr,
+    TAIL_BLOCK: tl.constexpr,
+):
+    """Run by every program after its rows; only the last one to arrive does the work.
+
+    One atomic per program: +2**32 (programs done) plus its count of non-ignored rows.
+    Release/acquire on it (after a barrier, so every thread's stores precede it) makes every
+    other program's stores visible to the last one, whose loads bypass L1 (``.cg``).
+    """
+    tl.debug_barrier()
+    ticket = tl.atomic_add(sync_ptr, n_valid + (1 << 32), sem="acq_rel")
+    if (ticket >> 32) == tl.num_programs(0).to(tl.int64) * tl.num_programs(1) - 1:
+        tl.debug_barrier()
+        count = (ticket & 0xFFFFFFFF) + n_valid
+        total = tl.zeros((TAIL_BLOCK,), tl.float32)
+        start = 0
+        while start < N:
+            rows = start + tl.arange(0, TAIL_BLOCK)
+            rmask = rows < N
+            if FUSED:
+                loss = tl.load(loss_ptr + rows, mask=rmask, other=0.0, cache_modifier=".cg")
+            else:
+                m = tl.full((TAIL_BLOCK,), float("-inf"), tl.float32)
+                d = tl.zeros((TAIL_BLOCK,), tl.float32)
+                xt = tl.zeros((TAIL_BLOCK,), tl.float32)
+                sx = tl.zeros((TAIL_BLOCK,), tl.float32)
+                s = tl.zeros((), tl.int64)
+                while s < S:
+                    base = part_ptr + s * 4 * N + rows
+                    m_s = tl.load(base, mask=rmask, other=float("-inf"), cache_modifier=".cg")
+                    d_s = tl.load(base + N, mask=rmask, other=0.0, cache_modifier=".cg")
+                    m, d = _combine(m, d, m_s, d_s)
+                    xt += tl.load(base + 2 * N, mask=rmask, other=0.0, cache_modifier=".cg")
+                    sx += tl.load(base + 3 * N, mask=rmask, other=0.0, cache_modifier=".cg")
+                    s += 1
+                tgt = tl.load(t_ptr + _row_offsets(rows, D1, ts0, ts1), mask=rmask, other=0).to(tl.int64)
+                tgt = tl.where(rmask, tgt, ignore_idx)  # lanes past N: ignored (and not stored)
+                loss, lse = _finalize(m, d, xt, sx, tgt, V_TOTAL, eps, ignore_idx)
+                tl.store(loss_ptr + rows, loss, mask=rmask)
+                tl.store(lse_ptr + rows, lse, mask=rmask)
+            if REDUCE:
+                total += tl.where(rmask, loss, 0.0)
+            start += TAIL_BLOCK
+        if REDUCE:
+            inv = 1.0 / tl.maximum(count, 1).to(tl.float32)
+            tl.store(mean_ptr, tl.sum(total, 0) * inv)
+            tl.store(inv_ptr, inv)
+        tl.store(sync_ptr, tl.zeros((), tl.int64))  # ready for the next launch on this stream
 
 
 @triton.jit(do_not_specialize=["N", "D1", "S", "ignore_idx"])

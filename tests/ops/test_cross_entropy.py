@@ -119,6 +119,115 @@ def test_matches_fp64_reference(
     assert (x.grad[ignored] == 0).all()
 
 
+class _NotLaunched:
+    """Stands in for a kernel that must not be launched."""
+
+    def __init__(self, name: str) -> None:
+        self.name = name
+
+    def __getitem__(self, grid: object) -> object:
+        raise AssertionError(f"{self.name} launched: the forward should be one launch")
+
+
+@pytest.fixture(params=["general", "fast"])
+def one_launch_forward(monkeypatch: pytest.MonkeyPatch, request: pytest.FixtureRequest) -> None:
+    """The last-program tail on this device (CUDA's default) and no other forward kernel;
+    through the general path or the eager fast path (plans, one workspace: on CPU its launches
+    go through the JIT with the same arguments)."""
+    kind = torch.device(DEVICE).type
+    monkeypatch.setitem(ce.LAST_PROGRAM_TAIL, kind, True)
+    monkeypatch.setitem(ce.FAST_LAUNCH, kind, request.param == "fast")
+    kernels = ce._kernels()
+    for name in ("ce_finalize_kernel", "ce_mean_kernel"):
+        monkeypatch.setattr(kernels, name, _NotLaunched(name))
+
+
+@pytest.mark.usefixtures("one_launch_forward")
+@pytest.mark.parametrize("split", [False, True])
+@pytest.mark.parametrize("eps", [0.0, 0.1])
+@pytest.mark.parametrize("reduce_loss", [False, True])
+@pytest.mark.parametrize(("layout", "dtype"), [("bsv", torch.float32), ("sbv", torch.bfloat16)])
+def test_one_launch_forward_matches_fp64_reference(
+    monkeypatch: pytest.MonkeyPatch, split: bool, eps: float, reduce_loss: bool, layout: str, dtype: torch.dtype
+) -> None:
+    """The forward's last program finalizes split rows and takes the mean; the counter it
+    synchronizes on is zero again afterwards."""
+    if split:
+        monkeypatch.setattr(ce, "_WAVES", 1 << 20)  # one program per 64-wide block
+    torch.manual_seed(30)
+    x, t = make_inputs(dtype, layout, b=3, sq=5)
+    loss = parallel_cross_entropy(x, t, eps, reduce_loss)
+    grad_out = torch.rand_like(loss) + 0.5
+    loss.backward(grad_out)
+    ref_loss, ref_grad = reference(x, t, eps, reduce_loss, -100, grad_out)
+    check(loss.detach(), ref_loss, torch.float32)
+    check(x.grad, ref_grad, dtype)
+    if split or reduce_loss:
+        assert all(int(c) == 0 for c in ce._SYNC.values()) and ce._SYNC
+    again = parallel_cross_entropy(x.detach(), t, eps, reduce_loss)
+    assert torch.equal(again, loss.detach())  # deterministic
+
+
+@pytest.mark.usefixtures("one_launch_forward")
+@pytest.mark.parametrize("split", [False, True])
+def test_one_launch_forward_edge_rows(monkeypatch: pytest.MonkeyPatch, split: bool) -> None:
+    """All rows ignored: mean 0 and zero gradient; an out-of-range target: NaN mean; uint8
+    targets: the mean over the rows that are not ignored."""
+    if split:
+        monkeypatch.setattr(ce, "_WAVES", 1 << 20)
+    x = torch.randn(2, 3, V, device=DEVICE, requires_grad=True)
+    t = torch.full((2, 3), -1, device=DEVICE)
+    loss = parallel_cross_entropy(x, t, 0.1, reduce_loss=True, ignore_idx=-1)
+    loss.backward()
+    assert loss.item() == 0.0 and torch.equal(x.grad, torch.zeros_like(x))
+    t = torch.randint(0, V, (2, 3), device=DEVICE)
+    t[1, 1] = V
+    assert torch.isnan(parallel_cross_entropy(x.detach(), t, reduce_loss=True))
+    t8 = torch.randint(0, 250, (2, 3), device=DEVICE, dtype=torch.uint8)
+    t8[0, :2] = 255
+    x.grad = None
+    loss = parallel_cross_entropy(x, t8, reduce_loss=True, ignore_idx=255)
+    loss.backward()
+    ref_loss, ref_grad = reference(x, t8, 0.0, True, 255)
+    check(loss.detach(), ref_loss, torch.float32)
+    check(x.grad, ref_grad, torch.float32)
+
+
+@pytest.mark.usefixtures("one_launch_forward")
+def test_autograd_behaviour_on_both_paths(monkeypatch: pytest.MonkeyPatch) -> None:
+    """retain_graph, inplace_grad (and its second-backward error), create_graph (first
+    derivative right, second raises), grad_output layouts, an in-place change of the loss."""
+    torch.manual_seed(31)
+    x, t = make_inputs(torch.float32)
+    loss = parallel_cross_entropy(x, t, 0.1, reduce_loss=True)
+    (g1,) = torch.autograd.grad(loss, x, retain_graph=True)
+    (g2,) = torch.autograd.grad(loss, x)
+    assert torch.equal(g1, g2)
+    check(g1, reference(x, t, 0.1, True, -100)[1], torch.float32)
+    loss = parallel_cross_entropy(x, t, 0.1)
+    (g,) = torch.autograd.grad(loss.sum(), x, create_graph=True)
+    check(g.detach(), reference(x, t, 0.1, False, -100)[1], torch.float32)
+    with pytest.raises(RuntimeError, match="double backward is not supported"):
+        torch.autograd.grad(g.square().sum(), x)
+    go = torch.rand(t.shape[1], t.shape[0], device=DEVICE).t()
+    (g,) = torch.autograd.grad(parallel_cross_entropy(x, t), x, go)
+    check(g, reference(x, t, 0.0, False, -100, go)[1], torch.float32)
+    loss = parallel_cross_entropy(x, t, reduce_loss=True)
+    loss.mul_(2.0)  # in place on the output: its own tensor, the backward is still right
+    (g,) = torch.autograd.grad(loss, x)
+    check(g, 2.0 * reference(x, t, 0.0, True, -100)[1], torch.float32)
+    leaf = torch.randn(3, 4, V, device=DEVICE, requires_grad=True)
+    logits = leaf * 1.0
+    loss = parallel_cross_entropy(logits, t, reduce_loss=True, inplace_grad=True)
+    grads: list[torch.Tensor] = []
+    logits.register_hook(grads.append)
+    loss.backward(retain_graph=True)
+    check(grads[0], reference(leaf, t, 0.0, True, -100)[1], torch.float32)
+    assert grads[0].data_ptr() == logits.data_ptr()
+    with pytest.raises(RuntimeError, match="modified by an inplace operation"):
+        loss.backward()
+
+
 def test_split_config_covers_vocabulary(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setattr(ce, "_WAVES", 4)
     monkeypatch.setitem(ce.MAX_FUSED_BLOCK, "cpu", 64)
@@ -301,10 +410,7 @@ def test_one_rank_group_is_single_device() -> None:
 
 def test_routing(monkeypatch: pytest.MonkeyPatch) -> None:
     x = torch.randn(2, 3, 8, device=DEVICE)
-    calls: list[str] = []
-    real_triton, real_torch = ce._triton_forward, ce._torch_forward
-    monkeypatch.setattr(ce, "_triton_forward", lambda *a: calls.append("triton") or real_triton(*a))
-    monkeypatch.setattr(ce, "_torch_forward", lambda *a: calls.append("torch") or real_torch(*a))
+    calls = record_paths(monkeypatch)
     t = torch.zeros(2, 3, dtype=torch.long, device=DEVICE)
     monkeypatch.setenv("NPU_FIXES_CE_FORCE_TRITON", "0")
     parallel_cross_entropy(x, t)
@@ -361,14 +467,27 @@ def test_torch_compile_matches_eager() -> None:
 # ------------------------------------- target dtypes, double backward, argument checks: both paths
 
 
+def record_paths(monkeypatch: pytest.MonkeyPatch) -> list[str]:
+    """The list each forward call appends its path to (the eager fast path is Triton's)."""
+    calls: list[str] = []
+    real_triton, real_torch, real_fast = ce._triton_forward, ce._torch_forward, ce._fast_forward
+
+    def fast(*a: object) -> object:
+        out = real_fast(*a)
+        if out is not None:
+            calls.append("triton")
+        return out
+
+    monkeypatch.setattr(ce, "_triton_forward", lambda *a: calls.append("triton") or real_triton(*a))
+    monkeypatch.setattr(ce, "_torch_forward", lambda *a: calls.append("torch") or real_torch(*a))
+    monkeypatch.setattr(ce, "_fast_forward", fast)
+    return calls
+
+
 def use_path(monkeypatch: pytest.MonkeyPatch, path: str) -> list[str]:
     """Forces ``path`` and returns the list each forward call appends its path to."""
     monkeypatch.setenv("NPU_FIXES_CE_FORCE_TRITON", "1" if path == "triton" else "0")
-    calls: list[str] = []
-    real_triton, real_torch = ce._triton_forward, ce._torch_forward
-    monkeypatch.setattr(ce, "_triton_forward", lambda *a: calls.append("triton") or real_triton(*a))
-    monkeypatch.setattr(ce, "_torch_forward", lambda *a: calls.append("torch") or real_torch(*a))
-    return calls
+    return record_paths(monkeypatch)
 
 
 @pytest.mark.parametrize("path", ["triton", "torch"])
@@ -623,10 +742,11 @@ def test_inductor_compile_fullgraph_on_gpu() -> None:
 
 
 @pytest.mark.gpu
-def test_cuda_graph_capture_and_replay() -> None:
+@pytest.mark.parametrize("shape", [(4, 32, 5000), (8, 128, 1000)], ids=["split_rows", "whole_rows"])
+def test_cuda_graph_capture_and_replay(shape: tuple[int, int, int]) -> None:
     torch.manual_seed(10)
-    x = torch.randn(4, 32, 5000, device="cuda", requires_grad=True)
-    t = torch.randint(0, 5000, (4, 32), device="cuda")
+    x = torch.randn(*shape, device="cuda", requires_grad=True)
+    t = torch.randint(0, shape[2], shape[:2], device="cuda")
     t[:, :5] = -100
     # warm up (compiles the kernels) on a side stream, as CUDA graph capture requires
     s = torch.cuda.Stream()
@@ -642,7 +762,7 @@ def test_cuda_graph_capture_and_replay() -> None:
     for _ in range(2):
         with torch.no_grad():
             x.copy_(torch.randn_like(x))
-            t.copy_(torch.randint(0, 5000, t.shape, device="cuda"))
+            t.copy_(torch.randint(0, shape[2], t.shape, device="cuda"))
         x.grad.zero_()
         graph.replay()
         ref_loss, ref_grad = reference(x, t, 0.1, True, -100)
@@ -662,3 +782,67 @@ def test_large_vocab_default_blocks_on_gpu(monkeypatch: pytest.MonkeyPatch) -> N
         ref_loss, ref_grad = reference(x, t, 0.1, False, -100)
         check(loss.detach(), ref_loss, torch.float32)
         check(x.grad, ref_grad, torch.bfloat16)
+
+
+@pytest.mark.gpu
+def test_direct_launches_match_jit_launches(monkeypatch: pytest.MonkeyPatch) -> None:
+    """FAST_LAUNCH (compiled kernels launched without Triton's JIT) gives the JIT's bits, also
+    when inputs of one shape alternate between 16-byte aligned and misaligned addresses
+    (Triton specializes on alignment: the keys must tell them apart)."""
+    monkeypatch.undo()
+    assert ce._fast_protocol()
+    torch.manual_seed(12)
+    cases = []
+    for b, sq, v in ((2, 64, 3000), (1, 8, 20000)):  # whole rows; rows split over 5 programs
+        base = torch.randn(b * sq * v + 1, device="cuda")
+        labels = torch.randint(0, v, (b * sq + 1,), device="cuda")
+        for shift in (0, 1, 0, 1):  # aligned, misaligned, again: the second of each hits the plan
+            x = base[shift : shift + b * sq * v].view(b, sq, v).detach().requires_grad_()
+            t = labels[shift : shift + b * sq].view(b, sq)
+            for reduce_loss, eps in ((True, 0.1), (False, 0.0)):
+                cases.append((x, t, reduce_loss, eps))
+            xt = x.detach().transpose(0, 1).requires_grad_()  # (SQ, B, V) strides
+            cases.append((xt, t.t(), True, 0.0))
+    results = {}
+    for fast in (False, True):
+        monkeypatch.setitem(ce.FAST_LAUNCH, "cuda", fast)
+        ce._LAUNCHED.clear()
+        ce._PLANS.clear()
+        out = []
+        for x, t, reduce_loss, eps in cases:
+            loss = parallel_cross_entropy(x, t, eps, reduce_loss)
+            g = torch.linspace(0.5, 1.5, loss.numel(), device="cuda").view(loss.shape)
+            (grad,) = torch.autograd.grad(loss, x, g)
+            out.append((loss.detach(), grad))
+        results[fast] = out
+        if fast:  # the direct launches were taken: compiled kernels kept in plans
+            plans = [p for p in ce._PLANS.values() if p is not None]
+            assert len(plans) == 12 and all(p.fwd is not None and p.bwd for p in plans)
+            assert {p.fused for p in plans} == {True, False}
+    for (l0, g0), (l1, g1) in zip(results[False], results[True], strict=True):
+        assert torch.equal(l0, l1) and torch.equal(g0, g1)
+    x, t, _, _ = cases[9]  # misaligned, reduced, eps 0.1: a direct launch (its plan made by cases[3])
+    ref_loss, ref_grad = reference(x, t, 0.1, True, -100, torch.linspace(0.5, 1.5, 1, device="cuda").view(()))
+    check(results[True][9][0], ref_loss, torch.float32)
+    check(results[True][9][1], ref_grad, torch.float32)
+
+
+@pytest.mark.gpu
+def test_forwards_on_two_streams_at_once() -> None:
+    """Each stream has its own counter for the forward's last program: concurrent launches on
+    two streams do not mix up which program comes last."""
+    torch.manual_seed(13)
+    streams = [torch.cuda.Stream(), torch.cuda.Stream()]
+    inputs = [make_inputs(torch.float32, b=4, sq=256, vocab=2000) for _ in streams]
+    inputs += [make_inputs(torch.float32, b=1, sq=8, vocab=50000) for _ in streams]  # split rows
+    refs = [reference(x, t, 0.0, True, -100)[0] for x, t in inputs]
+    torch.cuda.synchronize()
+    results: list[list[torch.Tensor]] = [[] for _ in inputs]
+    for _ in range(20):
+        for i, (x, t) in enumerate(inputs):
+            with torch.cuda.stream(streams[i % 2]):
+                results[i].append(parallel_cross_entropy(x.detach(), t, reduce_loss=True))
+    torch.cuda.synchronize()
+    for ref, got in zip(refs, results, strict=True):
+        for loss in got:
+            check(loss, ref, torch.float32)

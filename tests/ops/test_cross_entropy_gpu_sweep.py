@@ -1,8 +1,9 @@
 """Accuracy sweep of parallel_cross_entropy on a CUDA GPU against an fp64 reference.
 
 dtype x reduce x layout x label smoothing x ignore fraction x shapes (V not a multiple of
-the block, V > 65536, split and unsplit rows): 1584 cases, plus one case whose logits hold
-more than 2**31 elements. Prints the largest absolute and relative errors per dtype
+the block, V > 65536, split and unsplit rows): 1584 cases, each called twice (the second call
+launches the compiled kernels directly and must give the same bits), plus one case whose
+logits hold more than 2**31 elements. Prints the largest absolute and relative errors per dtype
 (run with ``-s``); ``NPU_FIXES_CE_SWEEP_CSV=path`` also writes every case's errors.
 """
 
@@ -96,6 +97,7 @@ def test_accuracy_sweep() -> None:
     rows = []
     failures = []
     for dtype, reduce_loss, layout, eps, ignore_frac, (b, sq, v) in CASES:
+        label = (dtype, reduce_loss, layout, eps, ignore_frac, b, sq, v)
         shape = (b, sq, v) if layout == "bsv" else (sq, b, v)
         x = (torch.randn(shape, device="cuda", generator=gen) * 4).to(dtype).requires_grad_()
         t = torch.randint(0, v, shape[:2], device="cuda", generator=gen)
@@ -103,6 +105,9 @@ def test_accuracy_sweep() -> None:
         loss = parallel_cross_entropy(x, t, eps, reduce_loss)
         g = torch.rand(loss.shape, device="cuda", generator=gen) + 0.5
         (grad,) = torch.autograd.grad(loss, x, g)
+        # the same call again: launched directly from the plan the first call made
+        again = parallel_cross_entropy(x, t, eps, reduce_loss)
+        assert torch.equal(again, loss) and torch.equal(torch.autograd.grad(again, x, g)[0], grad), label
         ref_loss, ref_grad = _reference(x, t, eps, reduce_loss, g)
         rtol, atol = TOL[dtype]
         la, lr, lok = _errors(loss.detach(), ref_loss, *TOL[torch.float32])
