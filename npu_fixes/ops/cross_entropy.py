@@ -14,9 +14,10 @@ and ``autograd.Function``'s C++ ``apply``; the custom ops are only for ``torch.c
 
 Environment:
 
-* ``NPU_FIXES_CE_FORCE_TRITON=1`` / ``=0`` forces the Triton / PyTorch path (default: route
-  by device and size, see :func:`use_triton`; in a vocabulary-parallel group every rank routes
-  by the group's largest slice, so all take the same path).
+* ``NPU_FIXES_CE_FORCE_TRITON=1`` / ``=0`` (or the shim's other on/off words) forces the
+  Triton / PyTorch path (default: route by device and size, see :func:`use_triton`; in a
+  vocabulary-parallel group every rank routes by the group's largest slice, so all take
+  the same path).
 * ``NPU_FIXES_CE_CHECK=1`` checks every target on the host and raises ``ValueError`` for
   one outside ``[0, V)`` that is not ``ignore_idx`` (a device sync; skipped while a CUDA
   graph is being captured). Without it such a row gets a NaN loss and a NaN gradient.
@@ -34,6 +35,8 @@ from typing import Any, NamedTuple
 
 import torch
 from torch import Tensor
+
+from ..shim import switches
 
 __all__ = ["parallel_cross_entropy", "use_triton"]
 
@@ -62,9 +65,6 @@ _WAVES = 4
 # (NPU: no atomics assumed) separate finalize and mean kernels run after the forward kernel.
 LAST_PROGRAM_TAIL: dict[str, bool] = {"cuda": True}
 _TAIL_BLOCK = 1024  # rows per step of the last program
-# Fewest logits for the Triton path on CUDA. On an H200 the Triton path beat the PyTorch
-# path at every size measured (down to 16 x 1024), so every size takes it.
-CUDA_MIN_TRITON_ELEMENTS = 0
 # NPU: Triton wins from this vocabulary width up. An assumption taken from the original user
 # report (its Ascend measurement), not measured by us.
 NPU_MIN_TRITON_VOCAB = 16384
@@ -94,6 +94,15 @@ def _env(name: str) -> str | None:
     return None if value is None or value == "" else value
 
 
+CE_CHECK = "NPU_FIXES_CE_CHECK"  # default off
+
+
+def _switch(name: str) -> bool | None:
+    """A boolean ``NPU_FIXES*`` switch (the shim's words; unset: None); parsed only when set."""
+    value = _env(name)
+    return None if value is None else switches.flag(name, None, {name: value})
+
+
 def _interpreting() -> bool:
     return _env("TRITON_INTERPRET") == "1"
 
@@ -101,23 +110,22 @@ def _interpreting() -> bool:
 def use_triton(inp: Tensor, width: int | None = None) -> bool:
     """Whether ``inp`` (already validated) takes the Triton path.
 
-    ``NPU_FIXES_CE_FORCE_TRITON`` decides when set. Otherwise :func:`_default_route`: CUDA
-    from ``CUDA_MIN_TRITON_ELEMENTS`` logits, NPU from ``NPU_MIN_TRITON_VOCAB`` vocabulary
-    entries, CPU never (the Triton interpreter is only for tests), other devices always.
+    ``NPU_FIXES_CE_FORCE_TRITON`` decides when set. Otherwise :func:`_default_route`: NPU
+    from ``NPU_MIN_TRITON_VOCAB`` vocabulary entries, CPU never (the Triton interpreter is
+    only for tests), CUDA and other devices always (on an H200 Triton beat PyTorch at every
+    size measured).
     ``width`` replaces ``inp.shape[-1]`` as the vocabulary width routed by: the ranks of a
     vocabulary-parallel group pass their largest slice, so that all take the same path.
     """
-    force = _env("NPU_FIXES_CE_FORCE_TRITON")
+    force = _switch(switches.CE_FORCE_TRITON)
     device = inp.device.type
     if force is not None:
-        if force not in ("0", "1"):
-            raise ValueError(f"NPU_FIXES_CE_FORCE_TRITON must be 0 or 1, got {force!r}")
-        if force == "1" and device == "cpu" and not _interpreting():
+        if force and device == "cpu" and not _interpreting():
             raise RuntimeError(
                 "NPU_FIXES_CE_FORCE_TRITON=1 with CPU tensors needs the Triton interpreter "
                 "(TRITON_INTERPRET=1 before triton is imported)"
             )
-        return force == "1"
+        return force
     return _default_route(device, inp.shape[-1] if width is None else width, inp.shape[0] * inp.shape[1])
 
 
@@ -125,8 +133,6 @@ def _default_route(device_type: str, width: int, rows: int) -> bool:
     """The default routing rule: Triton for ``rows`` rows of ``width`` logits on ``device_type``?"""
     if device_type == "cpu":
         return False
-    if device_type == "cuda":
-        return rows * width >= CUDA_MIN_TRITON_ELEMENTS
     if device_type == "npu":
         return width >= NPU_MIN_TRITON_VOCAB
     return True
@@ -621,7 +627,7 @@ def _forward(
     With a ``shard`` the loss and lse are those of the whole vocabulary, on every rank.
     ``triton_path``: the path (default: :func:`_route`).
     """
-    if _env("NPU_FIXES_CE_CHECK") == "1" and not _capturing(inp.device):
+    if _switch(CE_CHECK) and not _capturing(inp.device):
         _check_targets(target, inp.shape[-1] if shard is None else shard.total, ignore_idx)
     if triton_path is None:
         triton_path = _route(inp, shard)
@@ -812,7 +818,7 @@ class _Plan:
 
 
 def _plan(inp: Tensor, n_rows: int, vocab: int, x_strides: tuple[int, ...], t_strides: tuple[int, ...],
-          eps: float, reduce_loss: bool, ignore_idx: int, force: str | None) -> _Plan | None:
+          eps: float, reduce_loss: bool, ignore_idx: int, force: bool | None) -> _Plan | None:
     """A new plan, or ``None`` where the general path must run (PyTorch route, no last-program
     tail: several launches)."""
     kind = inp.device.type
@@ -864,8 +870,8 @@ def _fast_forward(ctx: Any, inp: Tensor, target: Tensor, eps: float, reduce_loss
     kind = device.type
     if not FAST_LAUNCH.get(kind, False):
         return None
-    force = _env("NPU_FIXES_CE_FORCE_TRITON")
-    if (force is not None and force != "1") or _env("NPU_FIXES_CE_CHECK") == "1":
+    force = _switch(switches.CE_FORCE_TRITON)
+    if force is False or _switch(CE_CHECK):
         return None
     index = device.index
     stream = None
@@ -876,8 +882,8 @@ def _fast_forward(ctx: Any, inp: Tensor, target: Tensor, eps: float, reduce_loss
     x_strides, t_strides = inp.stride(), target.stride()
     key = (inp.shape, x_strides, inp.dtype, inp.data_ptr() & 15, t_strides, target.dtype,
            target.data_ptr() & 15, eps, reduce_loss, ignore_idx, kind, index, force, _WAVES,
-           MAX_FUSED_BLOCK.get(kind), _CUDA_WARPS["fwd"], _CUDA_WARPS["bwd"], LAST_PROGRAM_TAIL.get(kind),
-           CUDA_MIN_TRITON_ELEMENTS)  # fmt: skip
+           MAX_FUSED_BLOCK.get(kind), _CUDA_WARPS["fwd"], _CUDA_WARPS["bwd"],
+           LAST_PROGRAM_TAIL.get(kind))  # fmt: skip
     try:
         plan = _PLANS[key]
     except KeyError:
