@@ -35,7 +35,10 @@ def test_master_switch_imports_nothing_else():
 
 def test_public_api():
     import npu_fixes
+    from npu_fixes.fixes import all_fixes
 
-    assert npu_fixes.FIXES == ("rsplit-outer", "dualview-fold", "launch-grid", "boundary-downcast",
-                               "rng-capture-gate", "te-parallel-ce")
+    assert npu_fixes.FIXES[:5] == ("rsplit-outer", "dualview-fold", "launch-grid", "boundary-downcast",
+                                   "rng-capture-gate")
+    assert npu_fixes.FIXES[-1] == "te-parallel-ce" and len(set(npu_fixes.FIXES)) == 18
+    assert tuple(f.name for f in all_fixes()) == npu_fixes.FIXES  # each module's fix has its name
     assert callable(npu_fixes.status) and callable(npu_fixes.apply) and callable(npu_fixes.undo)

@@ -33,7 +33,7 @@ def run(root: Path, prelude: str = "") -> dict:
     """Sabotage (``prelude``), load with fixes off, then turn them on and apply."""
     code = ("import os, sys\nos.environ['NPU_FIXES'] = '0'\n" + STANDALONE_HOST + prelude
             + f"loaded = host.load({str(root)!r})\n"
-            + "assert set(loaded.modules) == {'npu_triton_heuristics', 'codegen.triton', 'lowering'}\n"
+            + "assert set(loaded.modules) == set(host.BACKEND_MODULES)\n"
             + "del os.environ['NPU_FIXES']\n" + REPORT)
     return last_json(run_python(code))
 
@@ -88,6 +88,6 @@ print(json.dumps([sorted(loaded.modules), rec.state.value, rec.detail]))
 """.replace("%r", repr(str(prefix_copy("all"))))
     proc = run_python("import sys\n" + code)
     modules, state, detail = last_json(proc)
-    assert modules == ["codegen.triton", "lowering", "npu_triton_heuristics"]
+    assert modules == ["codegen.triton", "lowering", "npu_triton_heuristics", "overrides"]
     assert state == "failed" and "install exploded" in detail
     assert proc.stderr.count("launch-grid failed") == 1
