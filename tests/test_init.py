@@ -42,3 +42,21 @@ def test_public_api():
     assert npu_fixes.FIXES[-1] == "te-parallel-ce" and len(set(npu_fixes.FIXES)) == 18
     assert tuple(f.name for f in all_fixes()) == npu_fixes.FIXES  # each module's fix has its name
     assert callable(npu_fixes.status) and callable(npu_fixes.apply) and callable(npu_fixes.undo)
+
+
+def test_run_time_code_never_uses_unittest_mock():
+    """Probes use scoped stand-ins (npu_fixes/shim/scoped.py): no module of the shim or the
+    fixes imports unittest.mock (about 20 ms at import, and patches of live globals)."""
+    import ast
+    from pathlib import Path
+
+    root = Path(__file__).resolve().parent.parent / "npu_fixes"
+    users = []
+    for path in [*root.glob("shim/*.py"), *root.glob("fixes/*.py"), root / "__init__.py"]:
+        for node in ast.walk(ast.parse(path.read_text())):
+            names = ([a.name for a in node.names] if isinstance(node, ast.Import)
+                     else [f"{node.module}.{a.name}" for a in node.names] if isinstance(node, ast.ImportFrom)
+                     else [])
+            if any(n.startswith("unittest.mock") or n == "unittest.mock" for n in names):
+                users.append(path.name)
+    assert users == []
