@@ -64,9 +64,9 @@ PY
 }
 
 stage_runtime() {
-  TORCHINDUCTOR_CACHE_DIR=/tmp/ind-rd python3 benchmarks/runtime_defects.py \
+  TORCHINDUCTOR_CACHE_DIR=/tmp/ind-rd python3 -m tests.gpu.runtime_defects \
     --out "$OUT/runtime_defects.txt" > /tmp/rd.log 2>&1
-  echo "runtime_defects.py exit $?" > "$OUT/gpu_tests.log"
+  echo "tests.gpu.runtime_defects exit $?" > "$OUT/gpu_tests.log"
   tail -n 40 /tmp/rd.log >> "$OUT/gpu_tests.log"
   python3 -m pytest -q -rA -m gpu tests/gpu 2>&1 | grep -v "^DEBUG" >> "$OUT/gpu_tests.log"
 }

@@ -1,4 +1,4 @@
-"""The kernels and checks of ``benchmarks/runtime_defects.py`` on CPU, before a GPU run:
+"""The kernels and checks of ``tests/gpu/runtime_defects.py`` on CPU, before a GPU run:
 (a) and (b) in Triton's interpreter (sequential programs), (c) with CPU Inductor."""
 
 from __future__ import annotations
@@ -13,7 +13,7 @@ INTERPRET = {"TRITON_INTERPRET": "1"}
 def test_scalar_kernel_piles_up_every_update_when_programs_run_in_turn():
     res = last_json(run_python("""
         import dataclasses, json
-        from benchmarks import runtime_defects as rd
+        from tests.gpu import runtime_defects as rd
         out = []
         for kernel in ("qa", "sum"):
             for programs in (rd.OLD_RULE_PROGRAMS, rd.fixed_rule_programs()):
@@ -33,7 +33,7 @@ def test_scalar_kernel_piles_up_every_update_when_programs_run_in_turn():
 def downcast_rows():
     return last_json(run_python("""
         import dataclasses, json
-        from benchmarks import runtime_defects as rd
+        from tests.gpu import runtime_defects as rd
         print(json.dumps({c.__name__: dataclasses.asdict(c("cpu")) for c in rd.DOWNCAST_CHECKS}))
     """, env=INTERPRET))
 
@@ -47,7 +47,7 @@ def test_downcast_check_in_interpreter(downcast_rows, name):
 def test_capture_gate_keeps_eager_rng_sequence_on_cpu(tmp_path):
     res = last_json(run_python("""
         import dataclasses, json
-        from benchmarks import runtime_defects as rd
+        from tests.gpu import runtime_defects as rd
         print(json.dumps(dataclasses.asdict(rd.capture_run("cpu", 4, gate=True))))
     """, env={"TORCHINDUCTOR_CACHE_DIR": str(tmp_path)}))
     assert "aten.bernoulli_.float" in res["gated"] and res["gated"] == res["stock"], res
