@@ -29,7 +29,7 @@ def test_load_pinned_wheels(version):
         assert res["has_backend"] is False and res["modules"] == []
     else:
         assert res["has_backend"] is True
-        assert res["modules"] == ["codegen.triton", "lowering", "npu_triton_heuristics"]
+        assert res["modules"] == ["codegen.triton", "lowering", "npu_triton_heuristics", "overrides"]
         assert res["errors"] == {} and res["device_stand_in"] is True
 
 
@@ -45,9 +45,9 @@ def test_load_source_tree_and_package_dir(tmp_path):
     root = _extract("2.13.0", tmp_path / "tree")
     (root / "torch_npu" / "version.py").unlink()  # a source tree has no generated version.py
     res = host_check(root, REPORT)
-    assert res["version"] is None and res["modules"] == ["codegen.triton", "lowering", "npu_triton_heuristics"]
+    assert res["version"] is None and res["modules"] == ["codegen.triton", "lowering", "npu_triton_heuristics", "overrides"]
     res = host_check(root / "torch_npu", REPORT)
-    assert res["modules"] == ["codegen.triton", "lowering", "npu_triton_heuristics"]
+    assert res["modules"] == ["codegen.triton", "lowering", "npu_triton_heuristics", "overrides"]
 
 
 def test_tree_with_a_different_module_list(tmp_path):
@@ -107,13 +107,13 @@ def test_import_time_systemexit_is_reported_not_raised(tmp_path):
     res = host_check(root, REPORT + "result['version_error'] = loaded.version_error\n")
     assert res["errors"] == {"lowering": "SystemExit: 7"}
     assert res["version"] is None and res["version_error"] == "torch_npu/version.py raised SystemExit: 7"
-    assert res["modules"] == ["codegen.triton", "npu_triton_heuristics"]
+    assert res["modules"] == ["codegen.triton", "npu_triton_heuristics", "overrides"]
 
 
 def test_load_writes_no_pycache(tmp_path):
     root = _extract("2.14.0", tmp_path / "tree")
     res = host_check(root, REPORT + "result['flag'] = sys.dont_write_bytecode\n",
                      env={"PYTHONDONTWRITEBYTECODE": ""})
-    assert res["modules"] == ["codegen.triton", "lowering", "npu_triton_heuristics"]
+    assert res["modules"] == ["codegen.triton", "lowering", "npu_triton_heuristics", "overrides"]
     assert res["flag"] is False  # restored after the load
     assert list(root.rglob("__pycache__")) == []
