@@ -35,7 +35,7 @@ from typing import Any
 
 from ..shim.fix import Fix, Probe
 from ..shim.patcher import Patcher
-from ..shim.scoped import with_globals
+from ..shim.scoped import code_globals, with_globals
 
 TARGET = "NPUTritonKernel.indexing"
 RANK_ONE = ("[1]", (1,))  # emitted shape, CSE shape
@@ -62,14 +62,6 @@ def rank_one(index: Any, copy_shape: Any, has_load_mask: bool) -> bool:
     if copy_shape is not None or not integer_like(index):
         return False
     return isinstance(index, sympy.Integer) or not has_load_mask
-
-
-def code_globals(wrapped: Any, fallback: dict[str, Any]) -> dict[str, Any]:
-    """The module globals that the wrapped function reads, at call time (a probe's scoped
-    copy included, so a wrapper decides on the same switches as the code it wraps)."""
-    func = getattr(wrapped, "__func__", wrapped)
-    namespace = getattr(func, "__globals__", None)
-    return namespace if isinstance(namespace, dict) else fallback
 
 
 def linearized(kernel: Any, namespace: dict[str, Any]) -> bool:

@@ -37,7 +37,7 @@ from typing import Any
 
 from ..shim.fix import Fix, Probe
 from ..shim.patcher import Patcher
-from ..shim.scoped import with_globals
+from ..shim.scoped import code_globals, with_globals
 
 TARGET = "NPUTritonKernel.triton_tensor_ndim"
 
@@ -57,14 +57,6 @@ def folded_x_trees(range_trees: Iterable[Any]) -> int:
         1 for tree in range_trees
         if tree.tensor_dim is not None and not tree.is_reduction and counted_nodes(tree) == 0
     )
-
-
-def code_globals(wrapped: Any, fallback: dict[str, Any]) -> dict[str, Any]:
-    """The module globals that the wrapped function reads, at call time (a probe's scoped
-    copy included, so the wrapper decides on the same switch as the code it wraps)."""
-    func = getattr(wrapped, "__func__", wrapped)
-    namespace = getattr(func, "__globals__", None)
-    return namespace if isinstance(namespace, dict) else fallback
 
 
 def linearized(kernel: Any, namespace: dict[str, Any]) -> bool:

@@ -48,3 +48,12 @@ def with_globals(target: Any, overrides: Mapping[str, Any]) -> Any:
     if isinstance(target, types.FunctionType):
         return _rebind(target, overrides)
     raise TypeError(f"cannot scope the globals of {type(target).__name__} {target!r}")
+
+
+def code_globals(wrapped: Any, fallback: dict[str, Any]) -> dict[str, Any]:
+    """The module globals that ``wrapped`` reads at call time (a probe's scoped copy included,
+    so a wrapper decides on the same switches as the code it wraps); ``fallback`` where it
+    has none."""
+    func = getattr(wrapped, "__func__", wrapped)
+    namespace = getattr(func, "__globals__", None)
+    return namespace if isinstance(namespace, dict) else fallback
