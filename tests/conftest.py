@@ -45,9 +45,9 @@ def wheel_path(version: str) -> Path:
     return found[0]
 
 
-def run_python(code: str, env: dict[str, str] | None = None, check: bool = True,
-               path: Sequence[Path] = ()) -> subprocess.CompletedProcess[str]:
-    """Run ``code`` in a fresh interpreter with ``path`` (first) and the repo importable."""
+def _run(argv: Sequence[str], env: dict[str, str] | None, check: bool,
+         path: Sequence[Path]) -> subprocess.CompletedProcess[str]:
+    """Run ``python ARGV`` in a fresh interpreter with ``path`` (first) and the repo importable."""
     # Switches of this process (NPU_FIXES*, the ops tests' TRITON_INTERPRET) stay here. So
     # does CI: with it set, PyTorch's make_fallback raises for ops that have a decomposition
     # (a check meant for PyTorch's own CI), and the backend's registration trips over it.
@@ -59,22 +59,35 @@ def run_python(code: str, env: dict[str, str] | None = None, check: bool = True,
         filter(None, [*map(str, path), str(REPO), os.environ.get("PYTHONPATH")]))
     full_env.update(env or {})
     proc = subprocess.run(
-        [sys.executable, "-c", textwrap.dedent(code)],
-        capture_output=True, text=True, env=full_env, cwd=REPO, timeout=600,
+        [sys.executable, *argv], capture_output=True, text=True, env=full_env, cwd=REPO, timeout=600,
     )
     if check and proc.returncode != 0:
         raise AssertionError(f"subprocess failed ({proc.returncode}):\n{proc.stdout}\n{proc.stderr}")
     return proc
 
 
+def run_python(code: str, env: dict[str, str] | None = None, check: bool = True,
+               path: Sequence[Path] = ()) -> subprocess.CompletedProcess[str]:
+    """Run the one-line ``code`` (``python -c``) in a fresh interpreter."""
+    return _run(["-c", textwrap.dedent(code)], env, check, path)
+
+
+def run_program(module: str, program: str, env: dict[str, str] | None = None,
+                check: bool = True, path: Sequence[Path] = (), **kwargs):
+    """Run ``program`` of ``tests.programs.<module>`` with ``kwargs`` in a fresh interpreter.
+    With ``check`` (the default) it must succeed and its JSON result is returned; without,
+    the completed process is."""
+    proc = _run(["-m", f"tests.programs.{module}", program, json.dumps(kwargs, default=str)],
+                env, check, path)
+    return last_json(proc) if check else proc
+
+
 def cli(*args: str, env: dict[str, str] | None = None, path: Sequence[Path] = (),
-        prelude: str = "") -> subprocess.CompletedProcess[str]:
-    """Run ``npu-fixes ARGS`` in a fresh interpreter after ``prelude``; its exit status is
-    the caller's to check."""
-    return run_python(
-        f"{prelude}\nimport sys; sys.argv = ['npu-fixes', *{list(args)!r}]\n"
-        "from npu_fixes.tools.cli import main\nraise SystemExit(main())",
-        env=env, check=False, path=path)
+        setup: str | None = None) -> subprocess.CompletedProcess[str]:
+    """Run ``npu-fixes ARGS`` in a fresh interpreter, after the program ``setup``
+    ("module:program" of tests.programs) where given; its exit status is the caller's to
+    check."""
+    return run_program("cli", "run", env=env, check=False, path=path, argv=list(args), setup=setup)
 
 
 def last_json(proc: subprocess.CompletedProcess[str]):
@@ -150,29 +163,12 @@ _spec.loader.exec_module(host)
 """
 
 
-def backend_targets_code() -> str:
-    """Code defining ``backend_targets()`` for a fresh interpreter (``sys`` imported): fix
-    name -> the object that the first target of each torch_npu backend fix names right now
-    (None where it cannot be resolved). It does not import npu_fixes, so a snapshot taken
-    before ``import npu_fixes`` shows the untouched backend."""
+def backend_targets() -> dict[str, list[str]]:
+    """Fix name -> [module, first target] of every torch_npu backend fix, for the programs'
+    ``backend_targets`` (which must not import npu_fixes themselves)."""
     from npu_fixes.fixes import all_fixes
 
-    targets = {f.name: (f.module, f.targets[0]) for f in all_fixes() if f.module.startswith("torch_npu.")}
-    return f"""
-def backend_targets():
-    import inspect
-    found = {{}}
-    for name, (module, dotted) in {targets!r}.items():
-        owner = sys.modules.get(module)
-        *path, attr = dotted.split(".")
-        try:
-            for part in path:
-                owner = getattr(owner, part)
-            found[name] = inspect.getattr_static(owner, attr)
-        except AttributeError:
-            found[name] = None
-    return found
-"""
+    return {f.name: [f.module, f.targets[0]] for f in all_fixes() if f.module.startswith("torch_npu.")}
 
 
 def host_check(location: Path | str, body: str, env: dict[str, str] | None = None) -> dict:

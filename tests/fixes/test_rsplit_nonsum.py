@@ -10,8 +10,7 @@ from types import SimpleNamespace as NS
 import pytest
 
 from npu_fixes.fixes.rsplit_nonsum import ADDITIVE, kernel_allows_split, reduction_types, split_allowed
-from tests.conftest import host_check, wheel_path
-from tests.fixes.test_rsplit_outer import BATTERY as OUTER_BATTERY
+from tests.conftest import run_program, wheel_path
 from tests.fixes.test_rsplit_outer import NAMED_DIFFERENCES, NONSUM
 from tests.genuine_states import BEYOND, COMMITS, REFERENCE
 
@@ -20,54 +19,7 @@ DEFECTIVE = "8bfbb9ed1"
 WHEEL = "2.13.0"
 TYPES = ("sum", "max", "min", "prod", "argmax")
 
-# rsplit-outer's battery definitions (its stand-in kernels over hints x reduction types x
-# outputs x trees x sizes, and battery(): the live predicate's decision on each), without
-# its own apply/undo steps.
-_CUT = OUTER_BATTERY.index("original = ")
-DEFINITIONS = OUTER_BATTERY[:_CUT]
-
-# Each fix is installed the way the registry decides (only where its probe says needed),
-# each with a fresh Patcher; the batteries run with rsplit-outer and rsplit-nonsum in both
-# orders and with rsplit-nonsum alone; every combination is undone before the next.
-BODY = DEFINITIONS + """
-import inspect
-from npu_fixes.fixes import rsplit_nonsum as nonsum, rsplit_outer as outer
-from npu_fixes.shim.patcher import Patcher
-FIXES = {"outer": outer, "nonsum": nonsum}
-original = inspect.getattr_static(mod, "_npu_rsplit_outer_applicable")
-first = nonsum.probe(mod)
-result["probe_before"] = [first.defective, first.detail]
-result["before"] = battery()
-runs = {}
-for label in ("outer+nonsum", "nonsum+outer", "nonsum"):
-    run, patchers = {"patched": {}}, []
-    for name in label.split("+"):
-        patcher = Patcher()
-        if FIXES[name].probe(mod).defective:
-            FIXES[name].FIX.install(mod, patcher)
-        run["patched"][name] = len(patcher)
-        patchers.append(patcher)
-    after = nonsum.probe(mod)
-    run["probe_after"] = [after.defective, after.detail]
-    run["battery"] = battery()
-    for patcher in reversed(patchers):
-        patcher.restore()
-    run["restored"] = inspect.getattr_static(mod, "_npu_rsplit_outer_applicable") is original
-    runs[label] = run
-result["runs"] = runs
-if first.defective:  # both fixes through one Patcher, as one registry holds them
-    import contextlib
-    shared = Patcher()
-    scoped = hasattr(shared, "scope")  # one scope per fix, where the Patcher has them
-    for name in ("outer", "nonsum"):
-        with shared.scope(FIXES[name].FIX.name) if scoped else contextlib.nullcontext():
-            FIXES[name].FIX.install(mod, shared)
-    result["shared"] = {"scoped": scoped, "patches": len(shared),
-                        "probes_after": [outer.probe(mod).defective, nonsum.probe(mod).defective]}
-    shared.restore()
-result["probe_end"] = nonsum.probe(mod).defective
-"""
-OFF = {"NPU_FIXES": "0"}  # nothing armed: only the explicit installs above act
+OFF = {"NPU_FIXES": "0"}  # nothing armed: only the program's explicit installs act
 
 
 def rtype(case: str) -> str:
@@ -77,8 +29,8 @@ def rtype(case: str) -> str:
 @pytest.fixture(scope="module")
 def runs(genuine) -> dict[str, dict]:
     """One interpreter per genuine state and for the fixed wheel."""
-    found = {s: host_check(genuine(s), BODY, env=OFF) for s in COMMITS}
-    found[WHEEL] = host_check(wheel_path(WHEEL), BODY, env=OFF)
+    found = {s: run_program("rsplit_outer", "with_nonsum", env=OFF, location=genuine(s)) for s in COMMITS}
+    found[WHEEL] = run_program("rsplit_outer", "with_nonsum", env=OFF, location=wheel_path(WHEEL))
     return found
 
 
@@ -104,10 +56,6 @@ def test_reduction_types_read_from_the_kernel_or_none():
     assert kernel_allows_split(kernel("sum", "sum")) is True
     for rejected in (kernel("max"), kernel("sum", "prod"), kernel(), NS()):
         assert kernel_allows_split(rejected) is False
-
-
-def test_battery_definitions_are_taken_whole():
-    assert "def battery()" in DEFINITIONS and "CASES" in DEFINITIONS and "npu_fixes.apply" not in DEFINITIONS
 
 
 # -- probe verdicts ----------------------------------------------------------------------

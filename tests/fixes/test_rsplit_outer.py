@@ -9,77 +9,9 @@ from types import SimpleNamespace as NS
 import pytest
 
 from npu_fixes.fixes.rsplit_outer import free_reduction_nodes, kernel_allows_split, live_outputs
-from tests.conftest import FIXED_UPSTREAM, host_check, wheel_path
+from tests.conftest import FIXED_UPSTREAM, run_program, wheel_path
 from tests.genuine_states import COMMITS, DEFECTS, REFERENCE
 
-# Builds stand-in kernels over a grid of hints, reduction types, outputs, reduction-tree
-# shapes and sizes, and asks the live predicate about each (gate on, 40 cores).
-BATTERY = """
-import itertools, os, sympy
-from types import SimpleNamespace as NS
-from unittest import mock
-from torch._inductor.codegen.common import REMOVED, InplacedBuffer
-from torch._inductor.sizevars import SizeVarAllocator
-from torch._inductor.virtualized import V
-from npu_fixes.fixes import rsplit_outer as fix
-mod = mods["codegen.triton"]
-H = mod.ReductionHint
-inplace = InplacedBuffer("in_out_ptr0", ["buf2", "buf3"])
-OUTPUTS = {
-    "one": ({"buf1": "out_ptr0"}, {}),
-    "two": ({"buf0": "out_ptr0", "buf1": "out_ptr1"}, {}),
-    "none": ({}, {}),
-    "one+removed": ({"buf0": REMOVED, "buf1": "out_ptr1"}, {}),
-    "one+removed-name": ({"buf0": "REMOVED_out", "buf1": "out_ptr1"}, {}),
-    "inplace": ({}, {"buf2": inplace, "buf3": inplace}),
-    "one+inplace": ({"buf1": "out_ptr0"}, {"buf2": inplace, "buf3": inplace}),
-    "one+inplace-removed": ({"buf1": "out_ptr0"}, {"buf2": REMOVED, "buf3": REMOVED}),
-}
-TREES = {  # reduction range-tree nodes (name, length) and the aliased names
-    "flat": ([("r0_1", 2048)], {}),
-    "nested": ([("r0_1", 2048), ("r0_2", 512), ("r0_3", 4)], {}),
-    "nested-aliased": ([("r0_1", 2048), ("r0_2", 512), ("r0_3", 4)], {"r0_2": 0, "r0_3": 0}),
-    "split": ([("r0_2", 512), ("r0_3", 4)], {}),
-}
-SIZES = {"bert": (768, 2048), "small-r": (768, 1024), "big-x": (20000, 1 << 20),
-         "x>r": (4096, 2048), "scalar": (1, 4096)}
-
-def kernel(hint, rtype, outputs, tree, size):
-    red = NS(node=NS(data=NS(reduction_type=rtype)))
-    xlen, rlen = SIZES[size]
-    nodes, mapping = TREES[tree]
-    out, inp = OUTPUTS[outputs]
-    feats = NS(get_reduction_hint=lambda: getattr(H, hint), scheduler_nodes=lambda: [red],
-               reduction_nodes=lambda: [red], reduction_numel=sympy.Integer(rlen))
-    x = NS(is_reduction=False, is_loop=False, tree_node_mapping={},
-           nodes={"x0": NS(name="x0", length=sympy.Integer(xlen))})
-    r = NS(is_reduction=True, is_loop=False, tree_node_mapping=mapping,
-           nodes={n: NS(name=n, length=sympy.Integer(l)) for n, l in nodes})
-    return NS(inside_reduction=True, features=feats, range_trees=[x, r],
-              args=NS(output_buffers=dict(out), inplace_buffers=dict(inp)))
-
-CASES = list(itertools.product(["OUTER", "INNER", "DEFAULT"], ["sum", "max", "min", "prod", "argmax", "welford_reduce"],
-                               OUTPUTS, TREES, SIZES))
-
-def battery():
-    cores = NS(get_npu_vector_core_count=lambda: 40)
-    graph = NS(sizevars=SizeVarAllocator())
-    with mock.patch.multiple(mod, npu_rsplit_outer=True, device_props=cores), V.set_graph_handler(graph):
-        return {"|".join(c): bool(mod._npu_rsplit_outer_applicable(kernel(*c))) for c in CASES}
-
-original = mod._npu_rsplit_outer_applicable
-result["probe_before"] = fix.probe(mod).defective
-result["before"] = battery()
-import npu_fixes
-del os.environ["NPU_FIXES"]
-npu_fixes.apply()
-result["state"] = {r.name: r.state.value for r in npu_fixes.status()}["rsplit-outer"]
-result["identical"] = mod._npu_rsplit_outer_applicable is original
-result["probe_after"] = fix.probe(mod).defective
-result["after"] = battery()
-result["undo"] = npu_fixes.undo()
-result["restored"] = mod._npu_rsplit_outer_applicable is original
-"""
 OFF = {"NPU_FIXES": "0"}  # armed only by npu_fixes.apply() in the body, after the probe
 SEED = "OUTER|sum|two|nested|bert"  # hf_Bert: 2048x768 pointwise + 1x768 reduction store
 
@@ -116,17 +48,17 @@ def genuine_results(genuine) -> dict[str, dict]:
     the reduction type (rsplit-nonsum, tests/fixes/test_rsplit_nonsum.py) is switched off,
     so the cases it repairs stay listed above."""
     env = {**OFF, "NPU_FIXES_DISABLE": "rsplit-nonsum"}
-    return {s: host_check(genuine(s), BATTERY, env=env) for s in (DEFECTIVE, UPSTREAM_FIX, REFERENCE)}
+    return {s: run_program("rsplit_outer", "decisions", env=env, location=genuine(s)) for s in (DEFECTIVE, UPSTREAM_FIX, REFERENCE)}
 
 
 @pytest.fixture(scope="module")
 def fixed_results() -> dict[str, dict]:
-    return {v: host_check(wheel_path(v), BATTERY, env=OFF) for v in FIXED_UPSTREAM}
+    return {v: run_program("rsplit_outer", "decisions", env=OFF, location=wheel_path(v)) for v in FIXED_UPSTREAM}
 
 
 @pytest.fixture(scope="module")
 def prefix_result(prefix_copy) -> dict:
-    return host_check(prefix_copy("rsplit-outer"), BATTERY, env=OFF)
+    return run_program("rsplit_outer", "decisions", env=OFF, location=prefix_copy("rsplit-outer"))
 
 
 # -- the rule ---------------------------------------------------------------------------

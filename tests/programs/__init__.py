@@ -1,0 +1,62 @@
+"""Test programs, each run in a fresh interpreter by ``tests.conftest.run_program``.
+
+A module here holds the programs of one test module, as functions taking keyword
+arguments (JSON values) and returning a JSON-able result, and ends with
+``if __name__ == "__main__": main(globals())``. ``main`` calls the program named on the
+command line and prints its result as the last line of stdout. Nothing here imports
+npu_fixes: each program decides when it does (its hooks arm at that moment).
+"""
+
+from __future__ import annotations
+
+import importlib.util
+import json
+import sys
+from pathlib import Path
+
+REPO = Path(__file__).resolve().parents[2]
+_HOST = "npu_fixes_host_standalone"
+
+
+def standalone_host():
+    """``npu_fixes/tools/host.py`` loaded as a module of its own, without the npu_fixes
+    package."""
+    if _HOST not in sys.modules:
+        spec = importlib.util.spec_from_file_location(_HOST, REPO / "npu_fixes" / "tools" / "host.py")
+        module = importlib.util.module_from_spec(spec)
+        sys.modules[_HOST] = module
+        spec.loader.exec_module(module)
+    return sys.modules[_HOST]
+
+
+def host_load(location: str):
+    """Host-load the torch_npu tree (or wheel) at ``location``; returns its ``HostLoad``."""
+    return standalone_host().load(location)
+
+
+def backend_targets(targets: dict[str, list[str]]) -> dict[str, object]:
+    """Fix name -> the object its first target names right now (None where it cannot be
+    resolved), for ``targets`` = fix name -> [module, dotted target]."""
+    import inspect
+
+    found = {}
+    for name, (module, dotted) in targets.items():
+        owner = sys.modules.get(module)
+        *path, attr = dotted.split(".")
+        try:
+            for part in path:
+                owner = getattr(owner, part)
+            found[name] = inspect.getattr_static(owner, attr)
+        except AttributeError:
+            found[name] = None
+    return found
+
+
+def main(namespace: dict) -> None:
+    """Run ``namespace[argv[1]](**json.loads(argv[2]))`` and print its result as JSON (a
+    program returning None prints nothing)."""
+    name = sys.argv[1]
+    kwargs = json.loads(sys.argv[2]) if len(sys.argv) > 2 else {}
+    result = namespace[name](**kwargs)
+    if result is not None:
+        print(json.dumps(result, default=str))
