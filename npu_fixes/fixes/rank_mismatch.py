@@ -38,6 +38,7 @@ from typing import Any
 from ..shim.fix import Fix, Probe
 from ..shim.patcher import Patcher
 from ..shim.scoped import code_globals, with_globals
+from .constant_index_shape import linearized as linearize_mode
 
 TARGET = "NPUTritonKernel.triton_tensor_ndim"
 
@@ -60,11 +61,9 @@ def folded_x_trees(range_trees: Iterable[Any]) -> int:
 
 
 def linearized(kernel: Any, namespace: dict[str, Any]) -> bool:
-    """Whether ``triton_tensor_ndim`` counts per node for ``kernel``: linearize mode (the
-    kernel's own ``_npu_linearize`` where it has one, else the module switch) and the
+    """Whether ``triton_tensor_ndim`` counts per node for ``kernel``: linearize mode and the
     linearize post-pass has run on it."""
-    mode = getattr(kernel, "_npu_linearize", namespace.get("triton_codegen_linearize"))
-    return bool(mode) and bool(getattr(kernel, "_linearize_applied", False))
+    return linearize_mode(kernel, namespace) and bool(getattr(kernel, "_linearize_applied", False))
 
 
 def install(module: types.ModuleType, patcher: Patcher) -> None:
