@@ -6,21 +6,10 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from tests.conftest import STANDALONE_HOST, backend_targets_code, last_json, run_python
+from tests.conftest import backend_targets, last_json, run_program
 from tests.genuine_states import FIVE
 
 BACKEND = Path("torch_npu/_inductor/triton_experimental")
-
-REPORT = backend_targets_code() + """
-import json
-before = backend_targets()  # npu_fixes not armed yet: the backend as loaded
-import npu_fixes
-npu_fixes.apply()
-same = {name: obj is before[name] for name, obj in backend_targets().items()}
-print(json.dumps({"states": {r.name: [r.state.value, r.detail] for r in npu_fixes.status() if r.name in same},
-                  "same": same}))
-"""
-
 
 def edit(root: Path, relative: str, old: str, new: str) -> None:
     path = root / BACKEND / relative
@@ -29,13 +18,10 @@ def edit(root: Path, relative: str, old: str, new: str) -> None:
     path.write_text(text.replace(old, new))
 
 
-def run(root: Path, prelude: str = "") -> dict:
-    """Sabotage (``prelude``), load with fixes off, then turn them on and apply."""
-    code = ("import os, sys\nos.environ['NPU_FIXES'] = '0'\n" + STANDALONE_HOST + prelude
-            + f"loaded = host.load({str(root)!r})\n"
-            + "assert set(loaded.modules) == set(host.BACKEND_MODULES)\n"
-            + "del os.environ['NPU_FIXES']\n" + REPORT)
-    return last_json(run_python(code))
+def run(root: Path, exploding_probe: bool = False) -> dict:
+    """Sabotage (``exploding_probe``), load with fixes off, then turn them on and apply."""
+    return run_program("failure_modes", "report", location=root, targets=backend_targets(),
+                       exploding_probe=exploding_probe)
 
 
 def test_missing_target_and_changed_signature(prefix_copy, tmp_path):
@@ -58,13 +44,7 @@ def test_missing_target_and_changed_signature(prefix_copy, tmp_path):
 
 
 def test_probe_that_raises_on_real_code(prefix_copy):
-    prelude = """
-from npu_fixes.fixes import dualview_fold
-def exploding(*args, **kwargs):
-    raise RuntimeError("probe exploded")
-dualview_fold.FIX.probe.__globals__["fold_once"] = exploding
-"""
-    res = run(prefix_copy("all"), prelude)
+    res = run(prefix_copy("all"), exploding_probe=True)
     state, detail = res["states"]["dualview-fold"]
     assert state == "failed" and "probe exploded" in detail
     assert res["same"]["dualview-fold"]
@@ -75,18 +55,8 @@ dualview_fold.FIX.probe.__globals__["fold_once"] = exploding
 
 def test_import_succeeds_when_a_hook_fails(prefix_copy):
     """The hook fires inside the import statement; a failing install must not break it."""
-    code = STANDALONE_HOST + """
-import json, logging
-import npu_fixes
-from npu_fixes.fixes import launch_grid
-def exploding(*args, **kwargs):
-    raise RuntimeError("install exploded")
-object.__setattr__(launch_grid.FIX, "install", exploding)
-loaded = host.load(%r)
-rec = {r.name: r for r in npu_fixes.status()}["launch-grid"]
-print(json.dumps([sorted(loaded.modules), rec.state.value, rec.detail]))
-""".replace("%r", repr(str(prefix_copy("all"))))
-    proc = run_python("import sys\n" + code)
+    proc = run_program("failure_modes", "install_fails", check=False, location=prefix_copy("all"))
+    assert proc.returncode == 0, proc.stderr
     modules, state, detail = last_json(proc)
     assert modules == ["codegen.triton", "lowering", "npu_triton_heuristics", "overrides"]
     assert state == "failed" and "install exploded" in detail

@@ -7,97 +7,14 @@ import fnmatch
 import pytest
 
 from npu_fixes.fixes.launch_grid import presents_one_node
-from tests.conftest import FIXED_UPSTREAM, host_check, wheel_path
+from tests.conftest import FIXED_UPSTREAM, run_program, wheel_path
 from tests.genuine_states import DEFECTS, PRE_FIX, REFERENCE
 
-# Loaded with NPU_FIXES=0: ``original`` is the untouched target. BATTERY builds real
+# Loaded with NPU_FIXES=0: the battery (tests/programs/launch_grid.py) builds real
 # launchers from stand-in binaries over metadata x kernel shape x XBLOCK x core count,
 # launches each over several xnumel values and records the grids asked for and a
-# fingerprint of the generated launcher's code. ENABLE then arms npu_fixes.
-BATTERY = """
-import hashlib, inspect, itertools, types
-from unittest import mock
-from triton import Config
-from npu_fixes.fixes import launch_grid as fix
-m = mods["npu_triton_heuristics"]
-cls = m.NPUTritonCompileResult
-original = cls.__dict__["make_launcher"]
-XNUMELS = (0, 1, 2, 7, 47, 48, 49, 100, 1000, 10**6)
-KERNELS = {  # arg names, constexpr positions
-    "pointwise": (["in_out_ptr0", "xnumel", "XBLOCK"], [2]),
-    "pointwise-2in": (["in_ptr0", "out_ptr0", "xnumel", "XBLOCK"], [3]),
-    "reduction": (["in_ptr0", "out_ptr0", "xnumel", "r0_numel", "XBLOCK", "R0_BLOCK"], [4, 5]),
-    "no-xnumel": (["in_out_ptr0", "ks0", "XBLOCK"], [2]),
-    "rsplit": (["in_ptr0", "ws_ptr", "xnumel", "r0_numel", "XBLOCK", "R0_BLOCK"], [4, 5]),
-}
-RECIPE = {"lines": ["nb = (xnumel + XBLOCK - 1) // XBLOCK"], "factors": ["nb"]}
-
-def build(kernel, meta, xblock, cores, a5=False):
-    names, constexprs = KERNELS[kernel]
-    runner = fix._RecordingRunner()
-    binary = fix.scalar_kernel(runner)
-    binary.src.fn = types.SimpleNamespace(arg_names=names, constexprs=constexprs)
-    consts = {n: (xblock if n == "XBLOCK" else 4) for i, n in enumerate(names) if i in constexprs}
-    sig = {n: ("constexpr" if n in consts else "*fp32" if "ptr" in n else "i32") for n in names}
-    result = cls(binary, Config(dict(consts)), {"constants": consts, "signature": sig}, meta)
-    with mock.patch.object(m, "get_npu_vector_core_count", return_value=cores), \\
-         mock.patch.object(m.device_props, "is_a5", return_value=a5):
-        launcher = result.make_launcher()
-    assert result.inductor_meta is meta
-    return launcher, runner
-
-def fingerprint(launcher):
-    code = launcher.__code__
-    parts = (code.co_code, code.co_consts, code.co_names, code.co_varnames,
-             tuple(type(d).__name__ for d in launcher.__defaults__ or ()))
-    return [type(launcher).__name__, hashlib.sha256(repr(parts).encode()).hexdigest()]
-
-def run_case(kernel, meta, xblock, cores, a5=False):
-    launcher, runner = build(kernel, meta, xblock, cores, a5)
-    params = [p for p in inspect.signature(launcher).parameters if p != "stream"]
-    params = params[: params.index("runner")] if "runner" in params else params
-    for xnumel in XNUMELS:
-        launcher(*[xnumel if "numel" in p else 3 if p.startswith("ks") else None for p in params], None)
-    return {"grids": runner.grids, "code": fingerprint(launcher)}
-
-def battery():
-    out = {}
-    metas = {}
-    for gt, nodes in itertools.product(("Grid1D", "Grid2D", "Grid3D", None), (0, 1, 2, None)):
-        meta = {} if gt is None else {"grid_type": gt}
-        if nodes is not None:
-            meta["npu_num_x_nodes"] = nodes
-        metas[f"{gt}/{nodes}"] = meta
-    metas["1D/0/no-linearize"] = {"grid_type": "Grid1D", "npu_num_x_nodes": 0, "npu_linearize": False}
-    metas["1D/1/no-linearize"] = {"grid_type": "Grid1D", "npu_num_x_nodes": 1, "npu_linearize": False}
-    metas["1D/0/rsplit-partial"] = {"grid_type": "Grid1D", "npu_num_x_nodes": 0, "npu_rsplit_partial": True}
-    metas["1D/0/store-cubin"] = {"grid_type": "Grid1D", "npu_num_x_nodes": 0, "store_cubin": True}
-    metas["1D/0/extra-arg"] = {"grid_type": "Grid1D", "npu_num_x_nodes": 0, "extra_launcher_args": ["ks9"]}
-    for (label, meta), kernel, xblock, cores in itertools.product(
-            metas.items(), KERNELS, (1, 8, 64), (40, 48)):
-        out[f"{label}|{kernel}|{xblock}|{cores}"] = run_case(kernel, meta, xblock, cores)
-    for nodes, xblock, cores in itertools.product((0, 1), (1, 8, 64), (40, 48)):
-        # xnumel only among the extra launcher args (with it in the kernel too it would repeat)
-        meta = {"grid_type": "Grid1D", "npu_num_x_nodes": nodes, "extra_launcher_args": ["xnumel"]}
-        out[f"1D/{nodes}/extra-xnumel|no-xnumel|{xblock}|{cores}"] = run_case("no-xnumel", meta, xblock, cores)
-    for a5, nodes in itertools.product((False, True), (0, 1)):
-        meta = {"grid_type": "Grid1D", "npu_num_x_nodes": nodes, "npu_dispatch_recipe": RECIPE}
-        out[f"recipe/a5={a5}/{nodes}"] = run_case("pointwise", meta, 8, 48, a5)
-    return out
-
-result["probe_before"] = fix.probe(m).defective
-result["battery"] = battery()
-"""
-
-ENABLE = """
-import os
-os.environ.pop("NPU_FIXES", None)
-import npu_fixes
-npu_fixes.apply()
-result["state"] = {r.name: r for r in npu_fixes.status()}["launch-grid"].state.value
-result["identical"] = cls.__dict__["make_launcher"] is original
-result["probe_after"] = fix.probe(m).defective
-"""
+# fingerprint of the generated launcher's code; then npu_fixes is armed.
+OFF = {"NPU_FIXES": "0"}
 
 SEED = "Grid1D/0|pointwise|1|48"
 #: The metadata labels (before the first "|") of the cases the defect covers: zero-node
@@ -117,26 +34,12 @@ def in_defect(key: str) -> bool:
 @pytest.fixture(scope="module")
 def prefix_runs(prefix_copy):
     """The pre-fix copy before and after npu_fixes applies, in one interpreter."""
-    body = BATTERY + ENABLE + """
-result["battery_after"] = battery()
-# make_launcher failing half-way still gives the caller its own metadata object back
-meta = {"grid_type": "Grid1D", "npu_num_x_nodes": 0}
-broken = cls(types.SimpleNamespace(src=types.SimpleNamespace(fn=types.SimpleNamespace(
-    arg_names=["in_out_ptr0", "xnumel", "XBLOCK"], constexprs=[2]))), None, {}, meta)
-try:
-    broken.make_launcher()
-except AttributeError:
-    result["meta_after_error"] = [broken.inductor_meta is meta,
-                                  meta == {"grid_type": "Grid1D", "npu_num_x_nodes": 0}]
-result["undo"] = npu_fixes.undo()
-result["restored"] = cls.__dict__["make_launcher"] is original
-"""
-    return host_check(prefix_copy("launch-grid"), body, env={"NPU_FIXES": "0"})
+    return run_program("launch_grid", "prefix", env=OFF, location=prefix_copy("launch-grid"))
 
 
 @pytest.fixture(scope="module")
 def fixed_runs():
-    return {v: host_check(wheel_path(v), BATTERY + ENABLE, env={"NPU_FIXES": "0"}) for v in FIXED_UPSTREAM}
+    return {v: run_program("launch_grid", "applied", env=OFF, location=wheel_path(v)) for v in FIXED_UPSTREAM}
 
 
 # -- the rule ------------------------------------------------------------------------------
@@ -198,25 +101,7 @@ def test_launcher_is_built_once_with_upstream_code(prefix_runs, fixed_runs):
 
 
 def test_fix_applies_when_armed_before_the_backend_loads(prefix_copy):
-    body = """
-import types
-import npu_fixes
-from triton import Config
-from unittest import mock
-from npu_fixes.fixes import launch_grid as fix
-m = mods["npu_triton_heuristics"]
-result["state"] = {r.name: r for r in npu_fixes.status()}["launch-grid"].state.value
-runner = fix._RecordingRunner()
-meta = {"grid_type": "Grid1D", "npu_num_x_nodes": 0, "mutated_arg_names": ["in_out_ptr0"]}
-r = m.NPUTritonCompileResult(fix.scalar_kernel(runner), Config({"XBLOCK": 1}),
-    {"constants": {"XBLOCK": 1}, "signature": {"in_out_ptr0": "*fp32", "xnumel": "i32"}}, meta)
-with mock.patch.object(m, "get_npu_vector_core_count", return_value=48):
-    launcher = r.make_launcher()
-for _ in range(3):
-    launcher(None, 1, None)
-result["grids"] = runner.grids
-"""
-    res = host_check(prefix_copy("launch-grid"), body)
+    res = run_program("launch_grid", "armed_at_import", location=prefix_copy("launch-grid"))
     assert res == {"state": "applied", "grids": [1, 1, 1]}
 
 
@@ -245,9 +130,9 @@ def genuine_runs(genuine):
     in one interpreter per state. launch-grid alone: its sibling for scalar reductions
     (scalar-reduction-grid, tests/fixes/test_scalar_reduction_grid.py) is switched off, so
     the cases it repairs stay listed below."""
-    body = BATTERY + ENABLE + 'result["battery_after"] = battery()\n'
-    env = {"NPU_FIXES": "0", "NPU_FIXES_DISABLE": "scalar-reduction-grid"}
-    return {s: host_check(genuine(s), body, env=env) for s in (*DEFECTIVE, REFERENCE)}
+    env = {**OFF, "NPU_FIXES_DISABLE": "scalar-reduction-grid"}
+    return {s: run_program("launch_grid", "applied", env=env, location=genuine(s), again=True)
+            for s in (*DEFECTIVE, REFERENCE)}
 
 
 def listed(patterns: dict[str, str], cases) -> set[str]:

@@ -9,8 +9,8 @@ import itertools
 import pytest
 
 from npu_fixes.fixes.scalar_reduction_grid import launches_one_program
-from tests.conftest import host_check, wheel_path
-from tests.fixes.test_launch_grid import BATTERY, LEGITIMATE
+from tests.conftest import run_program, wheel_path
+from tests.fixes.test_launch_grid import LEGITIMATE
 from tests.genuine_states import BEYOND, COMMITS, REFERENCE
 
 NAME = "scalar-reduction-grid"
@@ -96,53 +96,15 @@ def test_wrapper_stacks_and_undoes_with_another_wrapper(make_module, ours_first)
 
 # -- genuine states ------------------------------------------------------------------------
 
-#: Every state: the probe; where it says needed, install with a fresh Patcher (as the
-#: registry would) and probe again; whether make_launcher is still the original object.
-PROBE = """
-from npu_fixes.fixes import scalar_reduction_grid as srg
-from npu_fixes.shim.patcher import Patcher
-cls = mods["npu_triton_heuristics"].NPUTritonCompileResult
-m = mods["npu_triton_heuristics"]
-first = cls.__dict__["make_launcher"]
-before = srg.probe(m)
-result["probe"] = [before.defective, before.detail]
-if before.defective:
-    patcher = Patcher()
-    srg.FIX.install(m, patcher)
-    after = srg.probe(m)
-    result["probe_after"] = [after.defective, after.detail]
-    result["undo"] = patcher.restore()
-result["untouched"] = cls.__dict__["make_launcher"] is first
-"""
-
-#: 8bfbb9ed1 and the reference: launch-grid's battery (``BATTERY`` defines ``battery()``
-#: and runs it once, unpatched). At a defective state both fixes are then installed in
-#: both orders, each undone on its own.
-STACKED = BATTERY + """
-from npu_fixes.fixes import launch_grid as lg, scalar_reduction_grid as srg
-from npu_fixes.shim.patcher import Patcher
-def probes():
-    return [lg.probe(m).defective, srg.probe(m).defective]
-if srg.probe(m).defective:
-    for first, second, label in ((lg, srg, "lg_first"), (srg, lg, "srg_first")):
-        p1, p2 = Patcher(), Patcher()
-        first.FIX.install(m, p1)
-        second.FIX.install(m, p2)
-        result[label] = {"battery": battery(), "probes": probes()}
-        p1.restore()  # the one below goes first: the other must keep working alone
-        result[label]["alone"] = {"battery": battery(), "probes": probes()}
-        p2.restore()
-        result[label]["restored"] = cls.__dict__["make_launcher"] is original
-"""
-
-
 @pytest.fixture(scope="module")
 def runs(genuine):
+    """Every state: the probe, and install and undo where it says needed; 8bfbb9ed1 and the
+    reference also run launch-grid's battery, and both fixes stacked in both orders."""
     out = {}
     for state in STATES:
         root = wheel_path(WHEEL) if state == WHEEL else genuine(state)
-        body = PROBE + (STACKED if state in (*DEFECTIVE, REFERENCE) else "")
-        out[state] = host_check(root, body, env={"NPU_FIXES": "0"})
+        out[state] = run_program("scalar_reduction_grid", "probed", env={"NPU_FIXES": "0"}, location=root,
+                                 stacked=state in (*DEFECTIVE, REFERENCE))
     return out
 
 

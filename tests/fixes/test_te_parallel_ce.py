@@ -13,7 +13,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.conftest import last_json, run_python
+from tests.conftest import run_program
 
 # package layout per variant: relative path -> source
 VARIANTS = {
@@ -31,40 +31,7 @@ VARIANTS = {
     },
 }
 
-ORDERS = {
-    "npu_fixes-first": "import npu_fixes\nimport transformer_engine.pytorch as te\n",
-    "te-first": "import transformer_engine.pytorch as te\nimport npu_fixes\n",
-}
-
-REPORT = """
-import json, sys
-import torch
-import torch.nn.functional as F
-import npu_fixes
-from npu_fixes.ops import parallel_cross_entropy as ours
-from transformer_engine.pytorch.cross_entropy import parallel_cross_entropy as imported
-rec = {r.name: r for r in npu_fixes.status()}["te-parallel-ce"]
-out = {"state": rec.state.value, "target": rec.target, "detail": rec.detail,
-       "top_is_ours": te.parallel_cross_entropy is ours, "imported_is_ours": imported is ours}
-if out["top_is_ours"]:
-    torch.manual_seed(0)
-    x = torch.randn(2, 3, 50, requires_grad=True)
-    t = torch.randint(0, 50, (2, 3))
-    t[0, 0] = -100
-    loss = te.parallel_cross_entropy(x, t, 0.1, True, None)  # Transformer Engine's positional order
-    ref = F.cross_entropy(x.view(-1, 50), t.view(-1), label_smoothing=0.1)
-    out["max_err"] = (loss - ref).abs().item()
-else:
-    out["theirs"] = te.parallel_cross_entropy()
-sub = sys.modules["transformer_engine.pytorch.cross_entropy"]
-out["restored"] = npu_fixes.undo()
-out["after_undo"] = {"top": hasattr(te, "parallel_cross_entropy"), "sub": hasattr(sub, "parallel_cross_entropy"),
-                     "sub_module": "transformer_engine.pytorch.cross_entropy" in sys.modules,
-                     "sub_attr": hasattr(te, "cross_entropy")}
-npu_fixes.apply()
-out["reapplied"] = te.parallel_cross_entropy is ours
-print(json.dumps(out))
-"""
+ORDERS = ("npu_fixes-first", "te-first")  # which of npu_fixes and transformer_engine.pytorch is imported first
 
 
 def write_variant(root: Path, variant: str) -> Path:
@@ -77,7 +44,7 @@ def write_variant(root: Path, variant: str) -> Path:
 
 def run_variant(tmp_path: Path, variant: str, order: str) -> dict:
     root = write_variant(tmp_path / variant, variant)
-    return last_json(run_python(ORDERS[order] + REPORT, path=[root]))
+    return run_program("te_parallel_ce", "report", path=[root], order=order)
 
 
 @pytest.mark.parametrize("order", ORDERS)
@@ -106,9 +73,5 @@ def test_own_function_is_left_untouched(tmp_path: Path, order: str) -> None:
 
 def test_disable_switch(tmp_path: Path) -> None:
     root = write_variant(tmp_path / "off", "no-submodule")
-    res = last_json(run_python(
-        "import json, npu_fixes\nimport transformer_engine.pytorch as te\n"
-        "print(json.dumps([hasattr(te, 'parallel_cross_entropy'),"
-        " {r.name: r.state.value for r in npu_fixes.status()}['te-parallel-ce']]))",
-        env={"NPU_FIXES_DISABLE": "te-parallel-ce"}, path=[root]))
+    res = run_program("te_parallel_ce", "disabled", env={"NPU_FIXES_DISABLE": "te-parallel-ce"}, path=[root])
     assert res == [False, "disabled"]

@@ -9,7 +9,7 @@ import pickle
 
 import pytest
 
-from tests.conftest import host_check, wheel_path
+from tests.conftest import run_program, wheel_path
 from tests.genuine_states import BEYOND, COMMITS
 
 GUARDS = ("nd-reduction", "codegen-misc-95c", "slice-scatter-offset")
@@ -129,68 +129,9 @@ def test_codegen_rules_tell_the_two_bodies_apart():
 # -- genuine states and the wheel ----------------------------------------------------------
 
 # NPU_FIXES=0 keeps the registered fixes out; a Registry of the three guards decides them
-# with the shim's own rules. The heuristic battery calls the live `reduction` (wrappers
-# included) with `cached_autotune` replaced by a scoped recorder, so the candidate configs
-# are compared, with tile_reductions off and on.
-BODY = """
-import inspect, os
-from torch._inductor import config
-from npu_fixes.shim.registry import Registry
-from npu_fixes.shim.scoped import with_globals
-from npu_fixes.fixes import nd_reduction as nd, codegen_misc_95c as cm, slice_scatter_offset as ss
-os.environ.pop("NPU_FIXES", None)
-heur, cg = mods["npu_triton_heuristics"], mods["codegen.triton"]
-CASES = {
-    "1d-inner": ({"x": 64, "r0_": 512}, "INNER"),
-    "1d-outer": ({"x": 1024, "r0_": 64}, "OUTER"),
-    "1d-default": ({"x": 8, "r0_": 100000}, "DEFAULT"),
-    "1d-scalar": ({"x": 1, "r0_": 4096}, "INNER"),
-    "2d": ({"x": 2, "r0_": 2, "r1_": 2}, "DEFAULT"),
-    "2d-large": ({"x": 16, "r0_": 128, "r1_": 64}, "INNER"),
-}
-
-def call(hints, hint):
-    from torch._inductor.runtime.hints import ReductionHint
-    recorded = []
-    live = with_globals(inspect.getattr_static(heur, "reduction"),
-                        {"cached_autotune": lambda sizes, configs, **kw: recorded.append(configs) or "tuner"})
-    meta = {"signature": {"in_ptr0": "*fp32", "out_ptr0": "*fp32", "xnumel": "i32",
-                          **{f"{k}numel": "i32" for k in hints if k != "x"}}, "constants": {}}
-    try:
-        live(dict(hints), getattr(ReductionHint, hint), triton_meta=meta, inductor_meta={})
-    except NotImplementedError as exc:
-        return {"raised": type(exc).__name__, "nie": True, "text": str(exc),
-                "cause": type(exc.__cause__).__name__ if exc.__cause__ else None}
-    return {"configs": sorted(str(c) for c in recorded[0])}
-
-def battery():
-    out = {}
-    for tile in (False, True):
-        with config.patch({"triton.tile_reductions": tile}):
-            for label, (hints, hint) in CASES.items():
-                out[f"{label}|tile={tile}"] = call(hints, hint)
-    return out
-
-original = {n: inspect.getattr_static(m, t) for n, m, t in
-            (("nd-reduction", heur, "reduction"), ("codegen-misc-95c", cg, cm.TARGET),
-             ("slice-scatter-offset", cg, "NPUTritonKernel"))}
-result["before"] = battery()
-result["probe"] = {f.name: [(p := f.probe(m)).defective, p.detail]
-                   for f, m in ((nd.FIX, heur), (cm.FIX, cg), (ss.FIX, cg))}
-registry = Registry([nd.FIX, cm.FIX, ss.FIX])
-records = {f.name: registry.evaluate(f, m) for f, m in ((nd.FIX, heur), (cm.FIX, cg), (ss.FIX, cg))}
-result["state"] = {n: [r.state.value, r.detail] for n, r in records.items()}
-result["patched"] = len(registry.patcher)
-result["identical"] = {n: inspect.getattr_static(m, t) is original[n] for n, m, t in
-                       (("nd-reduction", heur, "reduction"), ("codegen-misc-95c", cg, cm.TARGET),
-                        ("slice-scatter-offset", cg, "NPUTritonKernel"))}
-result["probe_after"] = [(p := nd.probe(heur)).defective, p.detail]
-result["after"] = battery()
-result["restored"] = registry.patcher.restore()
-result["identical_after_restore"] = inspect.getattr_static(heur, "reduction") is original["nd-reduction"]
-result["offsets"] = ss.masked_offsets(cg)
-result["epilogue"] = [str(getattr(l, "line", l)) for l in cm.rewrite_epilogue(cg)]
-"""
+# with the shim's own rules. The heuristic battery (tests/programs/upgrade_guards.py) calls
+# the live `reduction` (wrappers included) with `cached_autotune` replaced by a scoped
+# recorder, so the candidate configs are compared, with tile_reductions off and on.
 
 
 @pytest.fixture(scope="module")
@@ -198,7 +139,8 @@ def runs(genuine):
     """Each genuine state and the 2.13.0 wheel, probed and guarded in a fresh interpreter."""
     roots = {s: genuine(s) for s in COMMITS}
     roots[WHEEL] = wheel_path(WHEEL)
-    return {s: host_check(root, BODY, env={"NPU_FIXES": "0"}) for s, root in roots.items()}
+    return {s: run_program("upgrade_guards", "guarded", env={"NPU_FIXES": "0"}, location=root)
+            for s, root in roots.items()}
 
 
 def present(name: str, state: str) -> bool:
