@@ -41,8 +41,9 @@ def buffers(outputs: str) -> tuple[dict, dict]:
 
 def kernel(mod, hint, rtype, outputs, tree, size):
     """A stand-in kernel with what the rsplit predicate reads."""
-    import sympy
     from types import SimpleNamespace as NS
+
+    import sympy
 
     red = NS(node=NS(data=NS(reduction_type=rtype)))
     xlen, rlen = SIZES[size]
@@ -105,7 +106,8 @@ def with_nonsum(location: str) -> dict:
     import inspect
 
     mod = host_load(location).modules["codegen.triton"]
-    from npu_fixes.fixes import rsplit_nonsum as nonsum, rsplit_outer as outer
+    from npu_fixes.fixes import rsplit_nonsum as nonsum
+    from npu_fixes.fixes import rsplit_outer as outer
     from npu_fixes.shim.patcher import Patcher
 
     result = {}
