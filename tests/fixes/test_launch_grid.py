@@ -100,8 +100,8 @@ def test_launcher_is_built_once_with_upstream_code(prefix_runs, fixed_runs):
     assert prefix_runs["battery"][SEED]["code"] != after[SEED]["code"]  # the branch did change
 
 
-def test_fix_applies_when_armed_before_the_backend_loads(prefix_copy):
-    res = run_program("launch_grid", "armed_at_import", location=prefix_copy("launch-grid"))
+def test_fix_applies_when_imported_after_the_backend_loaded(prefix_copy):
+    res = run_program("launch_grid", "imported_after_load", location=prefix_copy("launch-grid"))
     assert res == {"state": "applied", "grids": [1, 1, 1]}
 
 

@@ -145,7 +145,7 @@ def prefix(location: str) -> dict:
     return result
 
 
-def armed_at_import(location: str) -> dict:
+def imported_after_load(location: str) -> dict:
     """npu_fixes imported (armed) after the load: the fix's state, and the grids of a
     zero-node Grid1D launcher launched three times with xnumel=1 on 48 cores."""
     m = host_load(location).modules["npu_triton_heuristics"]
