@@ -10,158 +10,26 @@ import sympy
 from torch._inductor.utils import sympy_index_symbol
 
 from npu_fixes.fixes.dualview_fold import lookalikes, registered_symbols, reregister
-from tests.conftest import FIXED_UPSTREAM, host_check, wheel_path
+from tests.conftest import FIXED_UPSTREAM, run_program, wheel_path
 from tests.genuine_states import DEFECTS, PRE_FIX, REFERENCE
 
 FIX = "dualview-fold"
 #: Genuine pre-fix states with this fix's defect.
 DEFECTIVE = tuple(state for state in PRE_FIX if FIX in DEFECTS[state])
 
-# Folds a battery of addresses with the live method (gate on) and reports each result as
-# ``srepr`` (which spells out symbol assumptions); the seed case also reports whether its
-# flat symbol is the registered ``range_tree_nodes`` key.
-BATTERY = """
-import os, sympy
-from types import SimpleNamespace as NS
-from unittest import mock
-from torch._inductor.sizevars import SizeVarAllocator
-from torch._inductor.virtualized import V
-from torch._inductor.utils import sympy_index_symbol as isym
-from npu_fixes.fixes import dualview_fold as fix
-mod = mods["codegen.triton"]
-Kernel = mod.NPUTritonKernel
-NAME = "_fold_dualview_reduction_index"
-
-class Node:
-    def __init__(self, name, divisor, length):
-        self.name, self.divisor, self.length = name, sympy.Integer(divisor), sympy.Integer(length)
-    def symbol(self):
-        return isym(self.name)
-
-def kernel(spec, inside=True):
-    trees = [NS(is_reduction=name.startswith("r"), nodes={n.name: n for n in nodes})
-             for name, nodes in spec.items()]
-    return NS(inside_reduction=inside, range_trees=trees)
-
-BERT = {"x": [Node("x0", 1, 768)],
-        "r0_": [Node("r0_1", 1, 2048), Node("r0_2", 1, 512), Node("r0_3", 512, 4)]}
-DEEP = {"r0_": [Node("r0_1", 1, 4096), Node("r0_2", 1, 16), Node("r0_3", 16, 16),
-                Node("r0_4", 256, 16)]}
-TWO = {"r0_": BERT["r0_"], "r1_": [Node("r1_1", 1, 64), Node("r1_2", 1, 8), Node("r1_3", 8, 8)]}
-r1, r2, r3, r4, x0 = (isym(n) for n in ("r0_1", "r0_2", "r0_3", "r0_4", "x0"))
-s1, s2, s3 = (isym(n) for n in ("r1_1", "r1_2", "r1_3"))
-CASES = {
-    "distilbert": (BERT, r2 + 512 * r3, True),
-    "with-x": (BERT, r2 + 512 * r3 + 2048 * x0, True),
-    "flat-present": (BERT, r1 + r2 + 512 * r3, True),
-    "scaled": (BERT, 3 * (r2 + 512 * r3) + 7, True),
-    "partial": (BERT, r2 + 7, True),
-    "wrong-stride": (BERT, r2 + 256 * r3, True),
-    "outside-reduction": (BERT, r2 + 512 * r3, False),
-    "deep": (DEEP, r2 + 16 * r3 + 256 * r4, True),
-    "deep-partial": (DEEP, r2 + 16 * r3, True),
-    "two-trees": (TWO, r2 + 512 * r3 + s2 + 8 * s3, True),
-    "plain-in-input": (BERT, sympy.Symbol("r0_1") + r2 + 512 * r3, True),
-    "constant": (BERT, sympy.Integer(5), True),
-}
-
-def battery():
-    out = {}
-    graph = NS(sizevars=SizeVarAllocator())
-    with mock.patch.object(mod.ncfg, "fold_dualview_rnode", True), V.set_graph_handler(graph):
-        for case, (spec, index, inside) in CASES.items():
-            out[case] = sympy.srepr(Kernel._fold_dualview_reduction_index(kernel(spec, inside), index))
-        k = kernel(BERT)
-        folded = Kernel._fold_dualview_reduction_index(k, r2 + 512 * r3)
-    range_tree_nodes = {n.symbol(): n for t in k.range_trees for n in t.nodes.values()}
-    (sym,) = folded.free_symbols
-    reg = BERT["r0_"][0].symbol()
-    out["seed"] = {"name": sym.name, "equal": sym == reg, "hash": hash(sym) == hash(reg),
-                   "lookup": range_tree_nodes.get(sym) is BERT["r0_"][0],
-                   "integer": sym.is_integer, "nonnegative": sym.is_nonnegative}
-    return out
-
-extra = globals().get("extra") or (lambda stage: None)  # a body may run more at each stage
-original = vars(Kernel)[NAME]
-result["probe_before"] = fix.probe(mod).defective
-result["before"] = battery()
-extra("before")
-import npu_fixes
-del os.environ["NPU_FIXES"]
-npu_fixes.apply()
-result["state"] = {r.name: r.state.value for r in npu_fixes.status()}["dualview-fold"]
-result["identical"] = vars(Kernel)[NAME] is original
-result["probe_after"] = fix.probe(mod).defective
-result["after"] = battery()
-extra("after")
-result["undo"] = npu_fixes.undo()
-result["restored"] = vars(Kernel)[NAME] is original
-"""
-# The seed address through the whole ``NPUTritonKernel.prepare_indexing`` of the state,
-# as codegen calls it (linearize on), on a stand-in kernel: Inductor's base
-# ``prepare_indexing`` and every NPU rewrite run for real, then the result goes through
-# ``TritonSymbols.get_block_shape``, where the unregistered symbol fails for real users.
-THROUGH_PREPARE = """
-import sympy
-from types import SimpleNamespace as NS
-from unittest import mock
-from torch._inductor.codegen.triton import TritonSymbols
-from torch._inductor.sizevars import SizeVarAllocator
-from torch._inductor.virtualized import V
-from torch._inductor.utils import sympy_index_symbol as isym
-Kernel = mods["codegen.triton"].NPUTritonKernel
-
-class PNode:
-    def __init__(self, name, divisor, length):
-        self.name, self.divisor, self.length = name, sympy.Integer(divisor), sympy.Integer(length)
-    def symbol(self):
-        return isym(self.name)
-    def precomputed_args(self):
-        return []
-    def codegen(self):
-        pass
-
-def through_prepare():
-    nodes = [PNode("r0_1", 1, 2048), PNode("r0_2", 1, 512), PNode("r0_3", 512, 4)]
-    tree = NS(is_reduction=True, nodes={n.name: n for n in nodes}, numel=sympy.Integer(2048),
-              var_list=[n.symbol() for n in nodes], var_ranges={n.symbol(): n.length for n in nodes},
-              tensor_dim=None)
-    for n in nodes:
-        n.root = tree
-    k = object.__new__(Kernel)
-    k.range_trees, k.range_tree_nodes = [tree], {n.symbol(): n for n in nodes}
-    k.inside_reduction, k._axis_split_subs = True, {}
-    k.simplify_indexing, k.triton_tensor_ndim = (lambda e: e), (lambda: 1)
-    module = mods["codegen.triton"]
-    out = {"canonicalises": hasattr(Kernel, "_canonicalize_range_symbols")}
-    with mock.patch.object(module, "triton_codegen_linearize", True), \\
-            mock.patch.object(module.ncfg, "fold_dualview_rnode", True), \\
-            V.set_graph_handler(NS(sizevars=SizeVarAllocator())), V.set_kernel_handler(k):
-        index = Kernel.prepare_indexing(k, isym("r0_2") + 512 * isym("r0_3"))
-        out["index"] = sympy.srepr(index)
-        out["registered"] = all(k.range_tree_nodes.get(s) is not None for s in index.free_symbols)
-        try:
-            out["block_shape"] = list(TritonSymbols.get_block_shape(index))
-        except AssertionError as exc:
-            out["block_shape"] = str(exc)
-    return out
-
-def extra(stage):
-    result["prepare_" + stage] = through_prepare()
-"""
-OFF = {"NPU_FIXES": "0"}  # armed only by npu_fixes.apply() in the body, after the probe
+OFF = {"NPU_FIXES": "0"}  # armed only by npu_fixes.apply() in the program, after the probe
 GOOD_SEED = {"name": "r0_1", "equal": True, "hash": True, "lookup": True,
              "integer": True, "nonnegative": True}
 
 
 @pytest.fixture(scope="module")
 def fixed_results() -> dict[str, dict]:
-    return {v: host_check(wheel_path(v), BATTERY, env=OFF) for v in FIXED_UPSTREAM}
+    return {v: run_program("dualview_fold", "folds", env=OFF, location=wheel_path(v)) for v in FIXED_UPSTREAM}
 
 
 @pytest.fixture(scope="module")
 def prefix_result(prefix_copy) -> dict:
-    return host_check(prefix_copy("dualview-fold"), BATTERY, env=OFF)
+    return run_program("dualview_fold", "folds", env=OFF, location=prefix_copy("dualview-fold"))
 
 
 @pytest.fixture(scope="module")
@@ -169,7 +37,7 @@ def genuine_results(genuine) -> dict[str, dict]:
     """The battery (and the seed through prepare_indexing) at each genuine state with the
     defect, before and after npu_fixes applies (one interpreter per state), and at
     REFERENCE, where it must stay unrepaired."""
-    return {state: host_check(genuine(state), THROUGH_PREPARE + BATTERY, env=OFF)
+    return {state: run_program("dualview_fold", "folds", env=OFF, location=genuine(state), prepare=True)
             for state in (*DEFECTIVE, REFERENCE)}
 
 

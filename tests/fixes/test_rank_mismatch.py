@@ -12,7 +12,7 @@ from types import SimpleNamespace as NS
 import pytest
 
 from npu_fixes.fixes.rank_mismatch import counted_nodes, folded_x_trees
-from tests.conftest import host_check, wheel_path
+from tests.conftest import run_program, wheel_path
 from tests.genuine_states import BEYOND, COMMITS
 
 NAME = "rank-mismatch"
@@ -20,187 +20,7 @@ FIXED_AT = "f8802037a"
 WHEEL = "wheel-2.13.0"
 STATES = (*COMMITS, WHEEL)
 
-# Stand-in kernels of the live class after the linearize post-pass: x trees whose nodes are
-# free, folded into the mapping, scalar odometer axes or absent, x trees without a slot, a
-# y tree, reduction trees unpromoted or promoted to two slots, over linearize x applied x
-# inside_reduction x no_x_dim x permuted. Each case records triton_tensor_ndim,
-# dense_size_str and reduction_resize("tmp3") (the accumulator resize that collapses in the
-# reported kernel), or the exception each raises.
-BATTERY = """
-import itertools, sympy
-from types import SimpleNamespace as NS
-from unittest import mock
-from npu_fixes.fixes import rank_mismatch as fix
-from npu_fixes.shim.patcher import Patcher
-mod = mods["codegen.triton"]
-K = mod.NPUTritonKernel
-original = vars(K)["triton_tensor_ndim"]
-
-def node(name):
-    return NS(name=name, length=sympy.Integer(4))
-
-def xtree(prefix, names, mapped=(), odometer=(), dim=0):
-    return NS(prefix=prefix, is_reduction=False, tensor_dim=dim, nodes={n: node(n) for n in names},
-              tree_node_mapping={n: sympy.Integer(0) for n in mapped}, _npu_scalar_odometer=set(odometer))
-
-X = {  # x tree: node names, mapped, scalar odometer, tensor slot
-    "free1": (["x0"], (), (), 0), "free2": (["x0", "x1"], (), (), 0),
-    "mapped": (["x0"], ["x0"], (), 0), "mapped2": (["x0", "x1"], ["x0", "x1"], (), 0),
-    "odometer": (["x0"], (), ["x0"], 0), "mapped+odometer": (["x0", "x1"], ["x0"], ["x1"], 0),
-    "half-mapped": (["x0", "x1"], ["x0"], (), 0), "no-nodes": ([], (), (), 0),
-    "no-slot": (["x0"], ["x0"], (), None),
-}
-R = {"none": None, "r": (0, None), "r@1": (1, None), "promoted": (1, ["r0_1", "r0_2"])}
-Y = {"no-y": None, "y-mapped": (["y0"], ["y0"], (), 1)}
-
-def kernel(x, r, y, applied, inside, no_x_dim, permuted, lin):
-    trees = [xtree("x", *X[x])]
-    if Y[y] is not None:
-        trees.insert(0, xtree("y", *Y[y]))
-    promoted = {}
-    if R[r] is not None:
-        dim, slots = R[r]
-        trees.append(NS(prefix="r0_", is_reduction=True, tensor_dim=dim, nodes={"r0_0": node("r0_0")},
-                        tree_node_mapping={}))
-        if slots:
-            promoted["r0_"] = slots
-    k = object.__new__(K)
-    k.range_trees, k._npu_rtree_promoted, k.inside_reduction = trees, promoted, inside
-    k.no_x_dim, k._npu_tile_permuted, k._npu_linearize = no_x_dim, permuted, lin
-    if applied:
-        k._linearize_applied = True
-    return k
-
-def call(k, name, *args):
-    try:
-        return getattr(k, name)(*args)
-    except Exception as exc:
-        return f"raised {type(exc).__name__}: {exc}"
-
-def battery():
-    out = {}
-    for lin in (True, False):
-        with mock.patch.object(mod, "triton_codegen_linearize", lin):
-            for x, r, y, applied, inside, no_x, perm in itertools.product(
-                    X, R, Y, (True, False), (True, False), (False, True), (False, True)):
-                k = kernel(x, r, y, applied, inside, no_x, perm, lin)
-                out[f"lin={lin}|applied={applied}|{y}|x={x}|{r}|inside={inside}|no_x_dim={no_x}|permuted={perm}"] = [
-                    call(k, "triton_tensor_ndim"), call(k, "dense_size_str"), call(k, "reduction_resize", "tmp3")]
-    # called through the class, with the kernel first
-    with mock.patch.object(mod, "triton_codegen_linearize", True):
-        out["through-class"] = K.triton_tensor_ndim(kernel("mapped", "r", "no-y", True, True, False, False, True))
-    return out
-
-probe = fix.probe(mod)
-result["probe_before"] = [probe.defective, probe.detail]
-result["before"] = battery()
-patcher = Patcher()
-if probe.defective:  # as the registry does: a fixed state is never patched
-    fix.FIX.install(mod, patcher)
-result["patched"] = vars(K)["triton_tensor_ndim"] is not original
-probe = fix.probe(mod)
-result["probe_after"] = [probe.defective, probe.detail]
-result["after"] = battery()
-patcher.restore()
-result["restored"] = vars(K)["triton_tensor_ndim"] is original
-"""
-
-# End to end on CPU: the state's backend activated, its NPUTritonScheduling generating the
-# kernels of small torch.compile programs (Inductor's Triton CPU path), each generated
-# kernel's source kept and its Triton IR built by the host Triton frontend, where a kernel
-# build meets shape errors ("Cannot broadcast, rank mismatch"). Compiling the kernel itself
-# needs triton-ascend, so that later error is ignored. ``generated(programs, fix)`` runs
-# every program before and after ``fix`` is installed (where its probe asks for it).
-CODEGEN = """
-import importlib.util, re, tempfile
-import torch
-import torch._inductor.config as inductor_config
-from torch._inductor.codegen.common import register_backend_for_device
-from torch._inductor.codegen.wrapper import PythonWrapperCodegen
-
-def activate():
-    codegen = mods["codegen.triton"]
-    importlib.import_module(codegen.__name__.rsplit(".", 2)[0])._activate()
-    register_backend_for_device("cpu", codegen.NPUTritonScheduling, PythonWrapperCodegen)
-
-def build_ir(source):
-    from triton.backends.compiler import GPUTarget
-    from triton.backends.nvidia.compiler import CUDABackend
-    from triton.compiler import ASTSource
-    from triton._C.libtriton import ir
-    body = "@triton.jit" + source.split("@triton.jit")[-1].replace("Placeholder.KERNEL_NAME", "kernel")
-    path = tempfile.mkdtemp() + "/generated_kernel.py"
-    with open(path, "w") as f:
-        f.write("import triton\\nimport triton.language as tl\\n"
-                "from torch._inductor.runtime import triton_helpers\\n" + body)
-    spec = importlib.util.spec_from_file_location("generated_kernel", path)
-    kmod = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(kmod)
-    signature, constants = {}, {}
-    for param in (p.strip() for p in re.search(r"def kernel\\((.*?)\\):", body).group(1).split(",")):
-        name = param.split(":")[0].strip()
-        if "constexpr" in param:
-            signature[name], constants[name] = "constexpr", 1 if name.startswith("X") else 64
-        else:
-            signature[name] = "*fp32" if "ptr" in name else "i32"
-    target = GPUTarget("cuda", 80, 32)
-    backend = CUDABackend(target)
-    options = backend.parse_options({})
-    context = ir.context()
-    ir.load_dialects(context)
-    backend.load_dialects(context)
-    try:
-        ASTSource(kmod.kernel, signature, constants).make_ir(
-            target, options, backend.get_codegen_implementation(options), backend.get_module_map(), context)
-        return "builds"
-    except Exception as exc:
-        text = str(exc)
-        return "fails: " + (text[text.index("Cannot broadcast"):].splitlines()[0]
-                            if "Cannot broadcast" in text else text.strip().splitlines()[-1])
-
-def generate(fn, shape):
-    kernel_cls = mods["codegen.triton"].NPUTritonKernel
-    codegen_kernel, sources = kernel_cls.codegen_kernel, []
-    def keep(self, *args, **kwargs):
-        source = codegen_kernel(self, *args, **kwargs)
-        sources.append(source)
-        return source
-    torch._dynamo.reset()
-    error = None
-    with mock.patch.object(kernel_cls, "codegen_kernel", keep), \\
-            mock.patch("torch.utils._triton.triton_hash_with_backend", lambda: "host"), \\
-            inductor_config.patch(cpu_backend="triton", compile_threads=1, force_disable_caches=True):
-        try:
-            torch.compile(fn)(torch.arange(float(torch.Size(shape).numel())).reshape(shape))
-        except Exception as exc:  # the kernel compile needs triton-ascend: after codegen
-            error = str(exc).strip().splitlines()[0]
-    if not sources:
-        return {"error": error}
-    return {"kernels": [{"body": s.split("@triton.jit")[-1].strip(), "ir": build_ir(s)} for s in sources]}
-
-def generated(programs, fix):
-    activate()
-    before = {label: generate(fn, shape) for label, (fn, shape) in programs.items()}
-    patcher = Patcher()
-    if fix.FIX.probe(mods["codegen.triton"]).defective:
-        fix.FIX.install(mods["codegen.triton"], patcher)
-        after = {label: generate(fn, shape) for label, (fn, shape) in programs.items()}
-    else:
-        after = before
-    patcher.restore()
-    return {"before": before, "after": after}
-"""
-END_TO_END = """
-PROGRAMS = {
-    "keepdim-sum": (lambda x: x.sum(dim=0, keepdim=True), (4096, 1)),
-    "keepdim-sum+scalar": (lambda x: (x + x[5, 0]).sum(dim=0, keepdim=True), (4096, 1)),
-    "keepdim-mean": (lambda x: x.mean(dim=0, keepdim=True), (4096, 1)),
-}
-if GENUINE:
-    result["codegen"] = generated(PROGRAMS, fix)
-"""
-
-OFF = {"NPU_FIXES": "0"}  # nothing armed: the body installs this fix alone
+OFF = {"NPU_FIXES": "0"}  # nothing armed: the program installs this fix alone
 SEED = "lin=True|applied=True|no-y|x=mapped|r|inside=True|no_x_dim=False|permuted=False"
 #: The x trees the defect concerns: a slot, and every node folded away (or none at all).
 FOLDED = ("mapped", "mapped2", "odometer", "mapped+odometer", "no-nodes")
@@ -212,7 +32,7 @@ def runs(genuine) -> dict[str, dict]:
     probe again, battery again."""
     roots = {state: genuine(state) for state in COMMITS}
     roots[WHEEL] = wheel_path("2.13.0")
-    return {state: host_check(root, f"GENUINE = {state != WHEEL}\n" + BATTERY + CODEGEN + END_TO_END, env=OFF)
+    return {state: run_program("rank_mismatch", "ndim", env=OFF, location=root, genuine=state != WHEEL)
             for state, root in roots.items()}
 
 
