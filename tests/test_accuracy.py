@@ -6,7 +6,7 @@ import json
 
 import pytest
 
-from tests.conftest import cli, last_json, run_python
+from tests.conftest import cli, run_program, run_python
 
 
 def test_cli_smoke_two_tiny_models(tmp_path):
@@ -22,22 +22,7 @@ def test_cli_smoke_two_tiny_models(tmp_path):
 
 def test_a_wrong_compiled_graph_fails_and_names_the_tensor():
     """A backend whose forward outputs are 10% off must fail, naming a prediction."""
-    res = last_json(run_python("""
-        import json, torch
-        from npu_fixes.tools import accuracy
-
-        def off_by_ten_percent(gm, example_inputs):
-            def run(*args):
-                outs = gm(*args)
-                return type(outs)(o * 1.1 if isinstance(o, torch.Tensor) and o.is_floating_point() else o
-                                  for o in outs)
-            return run
-
-        accuracy.configure(None)
-        good = accuracy.check_model("BERT_pytorch", "cpu", 2, 0, "eager", None)
-        bad = accuracy.check_model("BERT_pytorch", "cpu", 2, 0, off_by_ten_percent, None)
-        print(json.dumps([accuracy.result_dict(good), accuracy.result_dict(bad), accuracy.failure_text(bad)]))
-    """))
+    res = run_program("accuracy", "eager_and_wrong")
     good, bad, text = res
     assert good["status"] == "pass_accuracy" and good["max_error"] == 0.0
     assert bad["status"] == "fail_accuracy" and bad["failure"]["iteration"] == 1
@@ -102,50 +87,36 @@ def test_compare_never_hides_nan_or_inf():
     assert compare(both_inf, dict(both_inf), {k: v.double() for k, v in both_inf.items()}) == ("loss", math.inf)
 
 
-NAN_BACKEND = """
-import torch
-from torch._dynamo import register_backend
-
-@register_backend
-def nan_outputs(gm, example_inputs):
-    def run(*args):
-        outs = gm(*args)
-        return type(outs)(o * float("nan") if isinstance(o, torch.Tensor) and o.is_floating_point() else o
-                          for o in outs)
-    return run
-"""
-
-
 def test_nan_loss_fails_and_the_json_stays_valid(tmp_path):
     proc = cli("accuracy", "--models", "BERT_pytorch", "--iterations", "1", "--backend", "nan_outputs", "--json",
-               prelude=NAN_BACKEND, env={"TORCHINDUCTOR_CACHE_DIR": str(tmp_path)})
+               setup="accuracy:nan_backend", env={"TORCHINDUCTOR_CACHE_DIR": str(tmp_path)})
     assert proc.returncode == 1, proc.stdout + proc.stderr
     (model,) = _strict_json(proc.stdout)["models"]
     assert model["status"] == "fail_accuracy" and model["passed"] is False
     assert model["max_error"] == "nan" and model["failure"]["max_error"] == "nan"
     assert model["failure"]["iteration"] == 1
     table = cli("accuracy", "--models", "BERT_pytorch", "--iterations", "1", "--backend", "nan_outputs",
-                prelude=NAN_BACKEND, env={"TORCHINDUCTOR_CACHE_DIR": str(tmp_path)})
+                setup="accuracy:nan_backend", env={"TORCHINDUCTOR_CACHE_DIR": str(tmp_path)})
     assert table.returncode == 1
     row = next(line.split() for line in table.stdout.splitlines() if line.startswith("BERT_pytorch "))
     assert row[:2] == ["BERT_pytorch", "fail_accuracy"] and row[3] == "nan"
 
 
-@pytest.mark.parametrize("args, prelude, message", [
-    (["--device", "cuda"], "", "--device cuda: no CUDA device here"),
-    (["--device", "npu"], "", "--device npu: torch_npu cannot be imported"),
-    (["--backend", "no_such_backend"], "", "--backend no_such_backend: unknown torch.compile backend"),
-    (["--models", "BERT_pytorch,BertForMaskedLM"], "import sys; sys.modules['transformers'] = None",
+@pytest.mark.parametrize("args, setup, message", [
+    (["--device", "cuda"], None, "--device cuda: no CUDA device here"),
+    (["--device", "npu"], None, "--device npu: torch_npu cannot be imported"),
+    (["--backend", "no_such_backend"], None, "--backend no_such_backend: unknown torch.compile backend"),
+    (["--models", "BERT_pytorch,BertForMaskedLM"], "accuracy:no_transformers",
      "model BertForMaskedLM needs transformers, which is not installed (pip install 'npu-fixes[accuracy]')"),
 ], ids=["cuda", "npu", "backend", "transformers"])
-def test_setup_errors_exit_2_not_fail_accuracy(args, prelude, message):
+def test_setup_errors_exit_2_not_fail_accuracy(args, setup, message):
     import torch
 
     if "cuda" in args and torch.cuda.is_available():
         pytest.skip("a CUDA device is present")
     if "npu" in args and run_python("import torch_npu", check=False).returncode == 0:
         pytest.skip("torch_npu is importable here")
-    proc = cli("accuracy", "--iterations", "1", "--models", "BERT_pytorch", *args, prelude=prelude)
+    proc = cli("accuracy", "--iterations", "1", "--models", "BERT_pytorch", *args, setup=setup)
     assert proc.returncode == 2, proc.stdout + proc.stderr
     (line,) = proc.stderr.strip().splitlines()  # one line, no traceback
     assert line.startswith(f"npu-fixes accuracy: {message}") and "fail_accuracy" not in proc.stdout

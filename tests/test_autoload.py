@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 
 from npu_fixes.shim import autoload as _autoload
-from tests.conftest import REPO, last_json, run_python
+from tests.conftest import REPO, last_json, run_program
 
 
 def test_enable_is_idempotent_and_disable_removes(tmp_path):
@@ -33,31 +33,14 @@ def test_enable_never_touches_sitecustomize(tmp_path):
     assert sorted(p.name for p in tmp_path.iterdir()) == ["sitecustomize.py"]
 
 
-PROCESS = """
-import json, site, sys
-site.addsitedir({site!r})
-site.addsitedir({site!r})  # a .pth may be executed twice
-finders = [f for f in sys.meta_path if getattr(f, "_npu_fixes_autoload", False)]
-before = {{"finders": len(finders), "npu_fixes": "npu_fixes" in sys.modules, "wrapt": "wrapt" in sys.modules}}
-{then}
-print(json.dumps({{"before": before, "after": after}}))
-"""
-
-
-def run_with_pth(tmp_path: Path, then: str, env=None) -> dict:
+def run_with_pth(tmp_path: Path, program: str, env=None) -> dict:
+    """``program`` of tests/programs/autoload.py with the autoload .pth in ``tmp_path``."""
     _autoload.enable(tmp_path)
-    return last_json(run_python(PROCESS.format(site=str(tmp_path), then=then), env=env))
+    return run_program("autoload", program, env=env, site_dir=str(tmp_path))
 
 
 def test_pth_arms_only_when_torch_imports(tmp_path):
-    res = run_with_pth(tmp_path, """
-import json as _j  # other imports leave it alone
-mid = "npu_fixes" in sys.modules
-import torch
-import npu_fixes
-after = {"mid": mid, "npu_fixes": "npu_fixes" in sys.modules, "armed": npu_fixes.registry()._armed,
-         "inert": [f.done for f in sys.meta_path if getattr(f, "_npu_fixes_autoload", False)]}
-""")
+    res = run_with_pth(tmp_path, "arms_on_import_torch")
     assert res["before"] == {"finders": 1, "npu_fixes": False, "wrapt": False}
     assert res["after"] == {"mid": False, "npu_fixes": True, "armed": True, "inert": [True]}
 
@@ -70,36 +53,27 @@ def test_pth_never_hides_the_next_finder_from_import_torch(tmp_path):
         "import sys, wrapt\n"
         "wrapt.register_post_import_hook(lambda module: setattr(sys, 'tracer_fired', True), 'torch')\n")
     (tmp_path / "e_tracer.pth").write_text("import e_tracer_hook\n")
-    res = run_with_pth(tmp_path, "import torch\nafter = getattr(sys, 'tracer_fired', False)")
+    res = run_with_pth(tmp_path, "tracer_fired")
     assert res["after"] is True
 
 
 def test_pth_respects_master_switch(tmp_path):
-    res = run_with_pth(tmp_path, "import torch\nafter = 'npu_fixes' in sys.modules", env={"NPU_FIXES": "0"})
+    res = run_with_pth(tmp_path, "npu_fixes_after_torch", env={"NPU_FIXES": "0"})
     assert res["before"]["finders"] == 0 and res["after"] is False
 
 
 def test_pth_with_npu_fixes_missing_never_breaks_import_torch(tmp_path):
     # npu_fixes not importable (uninstalled, .pth left behind): torch still imports.
-    code = PROCESS.format(site=str(tmp_path), then="import torch\nafter = torch.__version__")
     _autoload.enable(tmp_path)
-    proc = run_python("import sys; sys.modules['npu_fixes'] = None\n" + code)
+    proc = run_program("autoload", "without_npu_fixes", check=False, site_dir=str(tmp_path))
+    assert proc.returncode == 0, proc.stderr
     assert "cannot import npu_fixes" in proc.stderr
     assert last_json(proc)["after"].startswith("2.")
 
 
 def test_example_sitecustomize_arms_without_importing_npu_fixes(tmp_path):
     (tmp_path / "sitecustomize.py").write_text((REPO / "examples" / "sitecustomize.py").read_text())
-    res = last_json(run_python(
-        """
-        import json, sys
-        import sitecustomize
-        before = "npu_fixes" in sys.modules
-        import torch
-        print(json.dumps([before, "npu_fixes" in sys.modules]))
-        """,
-        path=[tmp_path],
-    ))
+    res = run_program("autoload", "example_sitecustomize", path=[tmp_path])
     assert res == [False, True]
 
 
@@ -115,9 +89,9 @@ def test_cli_autoload_commands(tmp_path):
 
 def test_pth_warning_remedy_works_without_npu_fixes(tmp_path):
     """Once npu-fixes is uninstalled there is no `npu-fixes` command: say what to delete."""
-    code = PROCESS.format(site=str(tmp_path), then="import torch\nafter = True")
     path = _autoload.enable(tmp_path)
-    proc = run_python("import sys; sys.modules['npu_fixes'] = None\n" + code)
+    proc = run_program("autoload", "without_npu_fixes", check=False, site_dir=str(tmp_path))
+    assert proc.returncode == 0, proc.stderr
     assert f"delete {path} to remove this autoload" in proc.stderr
     assert "npu-fixes autoload disable" not in proc.stderr
 

@@ -70,11 +70,7 @@ def test_audit_prefix_copy_each_defect_alone(prefix_copy, defect):
 def test_audit_still_broken_exits_1(prefix_copy):
     """A repair that does not take (here: the gate's install is sabotaged) is reported."""
     location = prefix_copy("rng-capture-gate")
-    proc = cli("audit", "--torch-npu", str(location), prelude="""
-from npu_fixes.fixes import rng_capture_gate
-rng_capture_gate.FIX.install.__globals__["gate_table"] = lambda *a, **k: []
-rng_capture_gate.FIX.install.__globals__["gated"] = lambda op, low: low
-""")
+    proc = cli("audit", "--torch-npu", str(location), setup="cli:sabotaged_gate")
     assert proc.returncode == 1, proc.stdout + proc.stderr
     assert "still-broken" in proc.stdout
 
@@ -206,12 +202,7 @@ def test_audit_code_raising_systemexit_is_reported(tmp_path, where):
 
 
 def test_audit_probe_raising_systemexit_is_an_error_row(tmp_path):
-    proc = cli("audit", "--torch-npu", str(_tree("2.14.0", tmp_path)), "--json", prelude="""
-from npu_fixes.fixes import launch_grid
-def exits(module):
-    raise SystemExit(7)
-object.__setattr__(launch_grid.FIX, "probe", exits)
-""")
+    proc = cli("audit", "--torch-npu", str(_tree("2.14.0", tmp_path)), "--json", setup="cli:exiting_probe")
     assert proc.returncode == 1, proc.stdout + proc.stderr
     rows = {f["name"]: f for f in json.loads(proc.stdout)["fixes"]}
     assert rows["launch-grid"]["before"] == "error"

@@ -7,22 +7,17 @@ import zipfile
 import pytest
 
 from npu_fixes.tools import host
-from tests.conftest import PINNED, host_check, wheel_path
+from tests.conftest import PINNED, run_program, wheel_path
 
-REPORT = """
-import sys
-result["version"] = loaded.version
-result["has_backend"] = loaded.has_backend
-result["modules"] = sorted(mods)
-result["errors"] = loaded.errors
-result["bare_parent"] = sys.modules["torch_npu"].__file__ is None
-result["device_stand_in"] = "stand-in" in (sys.modules.get(host.BACKEND + ".device").__doc__ or "") if loaded.has_backend else None
-"""
+
+def report(location, env=None) -> dict:
+    """The host load of ``location`` in a fresh interpreter (tests/programs/host.py)."""
+    return run_program("host", "report", env=env, location=location)
 
 
 @pytest.mark.parametrize("version", PINNED)
 def test_load_pinned_wheels(version):
-    res = host_check(wheel_path(version), REPORT)
+    res = report(wheel_path(version))
     assert res["version"] == version
     assert res["bare_parent"] is True
     if version == "2.12.0.post3":
@@ -44,9 +39,9 @@ def _extract(version, dest):
 def test_load_source_tree_and_package_dir(tmp_path):
     root = _extract("2.13.0", tmp_path / "tree")
     (root / "torch_npu" / "version.py").unlink()  # a source tree has no generated version.py
-    res = host_check(root, REPORT)
+    res = report(root)
     assert res["version"] is None and res["modules"] == ["codegen.triton", "lowering", "npu_triton_heuristics", "overrides"]
-    res = host_check(root / "torch_npu", REPORT)
+    res = report(root / "torch_npu")
     assert res["modules"] == ["codegen.triton", "lowering", "npu_triton_heuristics", "overrides"]
 
 
@@ -56,7 +51,7 @@ def test_tree_with_a_different_module_list(tmp_path):
     backend = root / "torch_npu" / "_inductor" / "triton_experimental"
     (backend / "lowering.py").unlink()
     (backend / "codegen" / "triton.py").write_text("raise ImportError('needs a newer torch')\n")
-    res = host_check(root, REPORT)
+    res = report(root)
     assert res["modules"] == ["npu_triton_heuristics"]
     assert "needs a newer torch" in res["errors"]["codegen.triton"]
 
@@ -65,7 +60,7 @@ def test_unknown_npu_op_gets_a_generic_schema(tmp_path):
     root = _extract("2.13.0", tmp_path / "tree")
     lowering = root / "torch_npu" / "_inductor" / "triton_experimental" / "lowering.py"
     lowering.write_text(lowering.read_text() + "\n_probe_new_op = torch.ops.npu.npu_fixes_test_new_op\n")
-    res = host_check(root, REPORT)
+    res = report(root)
     assert "lowering" in res["modules"] and res["errors"] == {}
 
 
@@ -104,7 +99,7 @@ def test_import_time_systemexit_is_reported_not_raised(tmp_path):
     root = _extract("2.14.0", tmp_path / "tree")
     (root / "torch_npu" / "version.py").write_text("raise SystemExit(7)\n")
     (root / "torch_npu" / "_inductor" / "triton_experimental" / "lowering.py").write_text("raise SystemExit(7)\n")
-    res = host_check(root, REPORT + "result['version_error'] = loaded.version_error\n")
+    res = report(root)
     assert res["errors"] == {"lowering": "SystemExit: 7"}
     assert res["version"] is None and res["version_error"] == "torch_npu/version.py raised SystemExit: 7"
     assert res["modules"] == ["codegen.triton", "npu_triton_heuristics", "overrides"]
@@ -112,8 +107,7 @@ def test_import_time_systemexit_is_reported_not_raised(tmp_path):
 
 def test_load_writes_no_pycache(tmp_path):
     root = _extract("2.14.0", tmp_path / "tree")
-    res = host_check(root, REPORT + "result['flag'] = sys.dont_write_bytecode\n",
-                     env={"PYTHONDONTWRITEBYTECODE": ""})
+    res = report(root, env={"PYTHONDONTWRITEBYTECODE": ""})
     assert res["modules"] == ["codegen.triton", "lowering", "npu_triton_heuristics", "overrides"]
-    assert res["flag"] is False  # restored after the load
+    assert res["dont_write_bytecode"] is False  # restored after the load
     assert list(root.rglob("__pycache__")) == []

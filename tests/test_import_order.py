@@ -7,62 +7,17 @@ import pytest
 
 from npu_fixes.shim import autoload as _autoload
 from tests import genuine_states
-from tests.conftest import (
-    FIXED_UPSTREAM,
-    STANDALONE_HOST,
-    backend_targets_code,
-    last_json,
-    run_python,
-    wheel_path,
-)
+from tests.conftest import FIXED_UPSTREAM, backend_targets, run_program, wheel_path
 
-REPORT = """
-import inspect, json, wrapt
-import npu_fixes
-from npu_fixes.shim.fix import resolve_owner
-from npu_fixes.fixes import all_fixes
-root = str(loaded.root)
-pristine = {}
-for fix in (f for f in all_fixes() if f.module.startswith("torch_npu.")):
-    obj = inspect.getattr_static(*resolve_owner(sys.modules[fix.module], fix.targets[0]))
-    pristine[fix.name] = (not isinstance(obj, wrapt.FunctionWrapper)
-                          and obj.__code__.co_filename.startswith(root))
-print(json.dumps({"states": {r.name: r.state.value for r in npu_fixes.status() if r.name in pristine},
-                  "pristine": pristine, "same_objects": same_objects}))
-"""
-
-# ``triton_experimental._activate()`` runs the registration. Here it fills a private copy of
-# Inductor's lowering table (stock Inductor on CPU rejects some of the NPU fallbacks next to
-# its decompositions), and the module keeps that state: FALLBACK_LIST filled, table in place.
-ACTIVATE = """
-low = loaded.modules["lowering"]
-low.lowerings = dict(low.lowerings)
-low.make_fallback = lambda *a, **k: None
-low._register_npu_inductor_fallbacks()
-assert low.FALLBACK_LIST
-"""
-
-SNAPSHOT = backend_targets_code() + """
-before = backend_targets()
-import npu_fixes
-same_objects = {name: obj is before[name] for name, obj in backend_targets().items()}
-"""
-
-ORDERS = {
-    "npu_fixes-first": "import npu_fixes\n{load}\nsame_objects = None\n",
-    "torch-first": "import torch\nimport npu_fixes\n{load}\nsame_objects = None\n",
-    "after-load": "{load}\n" + SNAPSHOT,
-    "after-activation": "{load}\n" + ACTIVATE + SNAPSHOT,
-    "autoload-pth": "import site\nsite.addsitedir({site!r})\nimport torch\n{load}\nsame_objects = None\n",
-}
+ORDERS = ("npu_fixes-first", "torch-first", "after-load", "after-activation", "autoload-pth")
 
 
 def run_order(order: str, location, tmp_path) -> dict:
+    """``order``'s end state (tests/programs/import_order.py) in a fresh interpreter."""
     if order == "autoload-pth":
         _autoload.enable(tmp_path)
-    load = f"loaded = host.load({str(location)!r})"
-    body = ORDERS[order].replace("{load}", load).replace("{site!r}", repr(str(tmp_path)))
-    return last_json(run_python("import sys\n" + STANDALONE_HOST + body + REPORT))
+    return run_program("import_order", "end_state", order=order, location=location,
+                       targets=backend_targets(), site_dir=str(tmp_path))
 
 
 @pytest.mark.parametrize("version", FIXED_UPSTREAM)
@@ -99,21 +54,7 @@ def test_genuine_state_same_state_every_order(genuine, state, tmp_path):
 def test_backend_reload_gets_the_repairs_again(genuine):
     """``importlib.reload`` of the launcher module of a pre-fix state: the fresh code is
     repaired again at once, and status() says so only because the probes agree."""
-    res = last_json(run_python("import sys\n" + STANDALONE_HOST + f"""
-import importlib, json
-loaded = host.load({str(genuine("8bfbb9ed1"))!r})
-import npu_fixes
-from npu_fixes.fixes import boundary_downcast, launch_grid
-m = loaded.modules["npu_triton_heuristics"]
-before = m.NPUTritonCompileResult
-fresh = importlib.reload(m)
-states = {{r.name: r.state.value for r in npu_fixes.status()}}
-print(json.dumps({{"new_class": fresh.NPUTritonCompileResult is not before,
-                   "launch-grid": [states["launch-grid"], launch_grid.probe(fresh).defective],
-                   "boundary-downcast": [states["boundary-downcast"], boundary_downcast.probe(fresh).defective],
-                   "undone": npu_fixes.undo(),
-                   "grid_after_undo": launch_grid.probe(fresh).defective}}))
-"""))
+    res = run_program("import_order", "reload_launcher", location=genuine("8bfbb9ed1"))
     assert res["new_class"] is True
     assert res["launch-grid"] == ["applied", False] and res["boundary-downcast"] == ["applied", False]
     assert res["undone"] >= 2 and res["grid_after_undo"] is True  # undo reaches the reloaded code

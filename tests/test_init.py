@@ -2,30 +2,18 @@
 
 from __future__ import annotations
 
-from tests.conftest import last_json, run_python
+from tests.conftest import run_program
 
 HEAVY = ["torch", "torch_npu", "triton", "sympy"]
 
 
 def test_import_imports_neither_torch_nor_torch_npu():
-    res = last_json(run_python(f"""
-        import json, sys
-        import npu_fixes
-        print(json.dumps({{"heavy": [m for m in {HEAVY!r} if m in sys.modules],
-                          "armed": npu_fixes.registry()._armed,
-                          "states": sorted({{r.state.value for r in npu_fixes.status()}})}}))
-    """))
+    res = run_program("init", "lazy_import", heavy=HEAVY)
     assert res == {"heavy": [], "armed": True, "states": ["pending"]}
 
 
 def test_master_switch_imports_nothing_else():
-    res = last_json(run_python("""
-        import json, sys
-        before = set(sys.modules)
-        import npu_fixes
-        added = sorted(set(sys.modules) - before)
-        print(json.dumps(added))
-    """, env={"NPU_FIXES": "0"}))
+    res = run_program("init", "imports_added", env={"NPU_FIXES": "0"})
     import sys
 
     third_party = [n for n in res if n.split(".")[0] not in sys.stdlib_module_names]

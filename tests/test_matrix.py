@@ -10,7 +10,7 @@ import os
 
 from npu_fixes.fixes import all_fixes
 from tests import genuine_states
-from tests.conftest import STANDALONE_HOST, backend_targets_code, cli, last_json, run_python
+from tests.conftest import backend_targets, cli, run_program, run_python
 
 ROW = os.environ.get("NPU_FIXES_MATRIX_ROW")  # None: torch_npu not installed
 KIND, _, NAME = (ROW or "").partition(":")
@@ -55,17 +55,7 @@ def test_installed_backend_is_repaired_exactly_where_needed():
     if ROW is None:
         run_python("import importlib.util; assert importlib.util.find_spec('torch_npu') is None")
         return
-    res = last_json(run_python("import sys\n" + STANDALONE_HOST + backend_targets_code() + """
-import json
-loaded = host.load(host.installed_location())
-before = backend_targets()  # npu_fixes not imported yet: the install as it is
-import npu_fixes
-npu_fixes.apply()
-after = backend_targets()
-print(json.dumps({"version": loaded.version,
-                  "states": {r.name: r.state.value for r in npu_fixes.status() if r.name in after},
-                  "same": {name: obj is before[name] for name, obj in after.items()}}))
-"""))
+    res = run_program("matrix", "repaired", targets=backend_targets())
     if ROW == "wheel:2.12.0.post3":
         assert set(res["states"].values()) == {"pending"} and all(res["same"].values())
         return

@@ -2,13 +2,12 @@
 
 from __future__ import annotations
 
-import json
 import logging
 
 import pytest
 
 from npu_fixes.shim import switches
-from tests.conftest import last_json, run_python
+from tests.conftest import run_program, run_python
 
 FIXES = ("launch-grid", "rsplit-outer", "te-parallel-ce")
 
@@ -50,25 +49,13 @@ def test_other_values_warn_once_and_keep_the_default(caplog, name, value, defaul
 
 
 def test_master_off_by_word_imports_nothing_more():
-    res = last_json(run_python("""
-import json, sys
-import npu_fixes
-loaded = sorted(m for m in ("wrapt", "unittest.mock", "asyncio", "torch") if m in sys.modules)
-print(json.dumps({"loaded": loaded, "states": sorted({r.state.value for r in npu_fixes.status()})}))
-""", env={"NPU_FIXES": "off"}))
+    res = run_program("switches", "master_off_imports", env={"NPU_FIXES": "off"})
     assert res == {"loaded": [], "states": ["disabled"]}
 
 
 def test_switched_on_again_every_fix_is_decided_afresh():
-    proc = run_python("""
-import json, os
-import npu_fixes
-first = {r.name: r.state.value for r in npu_fixes.status()}
-os.environ["NPU_FIXES"] = "1"
-npu_fixes.apply()
-print(json.dumps([first["te-parallel-ce"], {r.name: r.state.value for r in npu_fixes.status()}["te-parallel-ce"]]))
-""", env={"NPU_FIXES": "0"})
-    assert json.loads(proc.stdout.strip().splitlines()[-1]) == ["disabled", "pending"]
+    res = run_program("switches", "switched_on_again", env={"NPU_FIXES": "0"})
+    assert res == ["disabled", "pending"]
 
 
 def test_unrecognised_master_value_warns_at_import():

@@ -5,21 +5,13 @@ from __future__ import annotations
 
 import pytest
 
-from tests.conftest import last_json, run_python
+from tests.conftest import run_program
 
 INTERPRET = {"TRITON_INTERPRET": "1"}
 
 
 def test_scalar_kernel_piles_up_every_update_when_programs_run_in_turn():
-    res = last_json(run_python("""
-        import dataclasses, json
-        from tests.gpu import runtime_defects as rd
-        out = []
-        for kernel in ("qa", "sum"):
-            for programs in (rd.OLD_RULE_PROGRAMS, rd.fixed_rule_programs()):
-                out.append(dataclasses.asdict(rd.scalar_race(programs, 2, "cpu", kernel)))
-        print(json.dumps(out))
-    """, env=INTERPRET))
+    res = run_program("runtime_defects_cpu", "scalar_races", env=INTERPRET)
     qa_old, qa_new, sum_old, sum_new = res
     # The interpreter runs the 48 programs one after the other: each one's update lands on
     # the previous one's. For the QA loss that halves the gap 48 times, past float32.
@@ -31,11 +23,7 @@ def test_scalar_kernel_piles_up_every_update_when_programs_run_in_turn():
 
 @pytest.fixture(scope="module")
 def downcast_rows():
-    return last_json(run_python("""
-        import dataclasses, json
-        from tests.gpu import runtime_defects as rd
-        print(json.dumps({c.__name__: dataclasses.asdict(c("cpu")) for c in rd.DOWNCAST_CHECKS}))
-    """, env=INTERPRET))
+    return run_program("runtime_defects_cpu", "downcast_rows", env=INTERPRET)
 
 
 @pytest.mark.parametrize("name", ["in_out_row", "pure_output_row", "transposed_row", "gapped_row",
@@ -45,10 +33,6 @@ def test_downcast_check_in_interpreter(downcast_rows, name):
 
 
 def test_capture_gate_keeps_eager_rng_sequence_on_cpu(tmp_path):
-    res = last_json(run_python("""
-        import dataclasses, json
-        from tests.gpu import runtime_defects as rd
-        print(json.dumps(dataclasses.asdict(rd.capture_run("cpu", 4, gate=True))))
-    """, env={"TORCHINDUCTOR_CACHE_DIR": str(tmp_path)}))
+    res = run_program("runtime_defects_cpu", "capture_run", env={"TORCHINDUCTOR_CACHE_DIR": str(tmp_path)})
     assert "aten.bernoulli_.float" in res["gated"] and res["gated"] == res["stock"], res
     assert res["difference"] is None, res
