@@ -12,7 +12,7 @@ from triton import Config
 
 from npu_fixes.fixes import auto_blockify_option as fix
 from npu_fixes.shim.patcher import Patcher
-from tests.conftest import host_check, wheel_path
+from tests.conftest import run_program, wheel_path
 from tests.genuine_states import BEYOND, COMMITS
 
 NAME = "auto-blockify-option"
@@ -164,127 +164,13 @@ def test_wrappers_stack_and_undo_with_another_wrapper(make_module, ours_first):
 
 # -- genuine states ------------------------------------------------------------------------
 
-#: Builds the real 1D pointwise autotuner at 2^20, 2^30 and 2^33 elements, with and without
-#: autotune_enhance, then compiles every candidate through the real ``_precompile_config``
-#: (real ASTSource; ``triton.compile`` records the kernel constants and the options it
-#: gets; the GPU driver switch is a no-op on CPU), runs the small-block fallback from a
-#: candidate with the option, and feeds cached_autotune (caching on, AutotuneCache
-#: recorded) lists that differ only in the option.
-BATTERY = r"""
-import inspect, itertools, types
-from unittest import mock
-import triton, triton.compiler.errors
-from torch._inductor.runtime import triton_helpers
-from torch._inductor.runtime.hints import DeviceProperties
-from torch._inductor.runtime.triton_heuristics import hash_configs as inductor_hash
-from npu_fixes.fixes import auto_blockify_option as fix
-from npu_fixes.shim.fix import resolve_owner
-from npu_fixes.shim.patcher import Patcher
-m = mods["npu_triton_heuristics"]
-OPTION = "auto_blockify_size"
-DEVICE = DeviceProperties(type="npu", index=0, multi_processor_count=48, cc="Ascend910B", warp_size=None)
-NAMES = ["in_ptr0", "out_ptr0", "xnumel", "XBLOCK"]
-def kernel(in_ptr0, out_ptr0, xnumel, XBLOCK): pass
-FN = types.SimpleNamespace(fn=kernel, arg_names=NAMES, constexprs=[3], __name__="kernel")
-
-def triton_meta():
-    return {"signature": {"in_ptr0": "*fp32", "out_ptr0": "*fp32", "xnumel": "i32", "XBLOCK": "constexpr"},
-            "device": DEVICE, "constants": {}, "configs": [{}]}
-
-seen = []
-def record(src, target=None, options=None):
-    seen.append({"constants": sorted(NAMES[k[0]] for k in src.constants),
-                 "options": {k: options[k] for k in ("num_warps", "num_stages", OPTION) if k in options}})
-    return types.SimpleNamespace()
-
-def describe(cfg):
-    return [cfg.kwargs, getattr(cfg, "extra_options", None), cfg.num_warps, cfg.num_stages]
-
-def outcome(run):
-    seen.clear()
-    try:
-        run()
-    except Exception as exc:
-        return ["error", f"{type(exc).__name__}: {exc}"]
-    return ["compiled", list(seen)]
-
-def battery():
-    out = {}
-    with mock.patch.object(triton, "compile", record), \
-         mock.patch.object(triton_helpers, "set_driver_to_gpu", lambda: None), \
-         mock.patch.object(triton.compiler.errors, "MLIRCompilationError", type("E", (Exception,), {}), create=True):
-        for enhance, numel in itertools.product((True, False), (2**20, 2**30, 2**33)):
-            with mock.patch.object(m, "autotune_enhance", enhance):
-                tuner = m.pointwise({"x": numel}, triton_meta(), filename="/tmp/npu_fixes_abo.py",
-                                    inductor_meta={"force_disable_caches": True, "kernel_name": "k"})(FN)
-            configs = list(tuner.configs)
-            case = {"configs": [describe(c) for c in configs],
-                    "compiled": [outcome(lambda: tuner._precompile_config(c)) for c in configs]}
-            blockified = [c for c in configs if OPTION in c.kwargs or OPTION in (getattr(c, "extra_options", None) or {})]
-            if blockified:
-                tuner.configs = [blockified[-1]]
-                case["fallback"] = outcome(tuner._compile_small_block_fallback)
-            out[f"enhance={enhance}|numel={numel}"] = case
-    hashes = []
-    def kept(configs):
-        cache = types.SimpleNamespace(create=lambda meta, filename, configs_hash: hashes.append(configs_hash))
-        with mock.patch.object(m, "AutotuneCache", cache):
-            tuner = m.cached_autotune({"x": 2**30}, configs, triton_meta=triton_meta(), heuristic_type=None,
-                                      filename="/tmp/npu_fixes_abo.py", inductor_meta={"kernel_name": "k"})(FN)
-        return [describe(c) for c in tuner.configs]
-    make, hint = m.npu_triton_config, {"x": 2**30}
-    out["dedup"] = kept([make(hint, 1024), make(hint, 1024, auto_blockify_size=2),
-                         make(hint, 1024, auto_blockify_size=2), make(hint, 1024, auto_blockify_size=4)])
-    kept([make(hint, 1024), make(hint, 1024, auto_blockify_size=2)])
-    kept([make(hint, 1024), make(hint, 1024, auto_blockify_size=4)])
-    plain = [make(hint, 1024), make(hint, 2048)]
-    kept(plain)
-    out["hash"] = {"option_distinct": hashes[1] != hashes[2], "plain_is_inductors": hashes[3] == inductor_hash(plain)}
-    return out
-
-def targets():
-    return [inspect.getattr_static(*resolve_owner(m, t)) for t in fix.FIX.targets]
-"""
-
-BODY = """
-first = targets()
-before = fix.probe(m)
-result["probe"] = [before.defective, before.detail]
-if RUN_BATTERY:
-    result["battery"] = battery()
-if before.defective:
-    patcher = Patcher()
-    fix.FIX.install(m, patcher)
-    after = fix.probe(m)
-    result["probe_after"] = [after.defective, after.detail]
-    if RUN_BATTERY:
-        result["battery_after"] = battery()
-    result["undo"] = patcher.restore()
-result["untouched"] = all(a is b for a, b in zip(targets(), first))
-"""
-
-#: One state: the probe with the first 1..4 wrappers installed (each part is needed).
-PARTS = """
-wrappers = [(fix.CONFIG_FN, fix.make_config), (fix.PRECOMPILE, fix.precompile),
-            (fix.AUTOTUNE, fix.autotune), (fix.FALLBACK, fix.small_block_fallback)]
-result["parts"] = []
-for n in range(1, len(wrappers) + 1):
-    p = Patcher()
-    for target, wrapper in wrappers[:n]:
-        p.wrap_path(m, target, wrapper)
-    found = fix.probe(m)
-    result["parts"].append([found.defective, found.detail])
-    p.restore()
-"""
-
-
 @pytest.fixture(scope="module")
 def runs(genuine):
     out = {}
     for state in STATES:
         root = wheel_path(WHEEL) if state == WHEEL else genuine(state)
-        body = BATTERY + f"RUN_BATTERY = {state != WHEEL}\n" + BODY + (PARTS if state == "5ff81d9c5" else "")
-        out[state] = host_check(root, body, env={"NPU_FIXES": "0"})
+        out[state] = run_program("auto_blockify_option", "probe_and_battery", env={"NPU_FIXES": "0"},
+                                 location=root, run_battery=state != WHEEL, with_parts=state == "5ff81d9c5")
     return out
 
 

@@ -15,238 +15,34 @@ from npu_fixes.fixes.boundary_downcast import (
     is_dense,
     narrow_like,
 )
-from tests.conftest import FIXED_UPSTREAM, host_check, wheel_path
+from tests.conftest import FIXED_UPSTREAM, run_program, wheel_path
 from tests.genuine_states import DEFECTS, PRE_FIX, REFERENCE
 
 FIX = "boundary-downcast"
 #: Genuine pre-fix states with this fix's defect.
 DEFECTIVE = tuple(state for state in PRE_FIX if FIX in DEFECTS[state])
 
-# Loaded with NPU_FIXES=0: ``original`` is the untouched target. BATTERY wraps recording
-# launchers (which record what they see, then write their outputs the way a kernel would)
-# over argument roles, dtypes and pass-through cases, and records kernel-seen values (and
-# strides where layouts matter), post-launch buffers, returns and raised errors, identities,
-# copied attributes, input-memo use (entries, reused casts) with memo invalidation, the
-# dedup switch and graph capture, wrap-time keywords, launch kwargs and extra positionals,
-# aliased arguments. ENABLE then arms npu_fixes.
-BATTERY = """
-import torch
-from types import SimpleNamespace as NS
-from unittest import mock
-from npu_fixes.fixes import boundary_downcast as fix
-m = mods["npu_triton_heuristics"]
-original = m._wrap_launcher_with_downcast
-ATTRS = {"config": "cfg", "runnable": True, "n_regs": 7, "n_spills": 0, "shared": 64,
-         "store_cubin": False, "cache_hash": "h", "def_args": ["d"], "call_args": ["c"]}
-
-def triton_poi_fused_0():
-    pass
-
-def recording(def_args, mutated=(), attrs=True, strides=False, raises=False):
-    log, objs = [], []
-    def launcher(*args, stream=None, **kwargs):
-        seen = {"stream": stream, "kwargs": sorted(kwargs), "nargs": len(args)}
-        objs.append(args)
-        for name, a in zip(def_args, args):
-            if not isinstance(a, torch.Tensor):
-                seen[name] = repr(a)
-                continue
-            seen[name] = [str(a.dtype)] + ([] if name.startswith("out_ptr") else [a.tolist()])
-            if strides:
-                seen[name].append(list(a.stride()))
-            if name.startswith("out_ptr"):
-                a.copy_(torch.arange(a.numel()).reshape(a.shape) + 3)
-            elif name.startswith("in_out_ptr"):
-                a.add_(1)
-            elif name in mutated:
-                a.add_(2)
-        log.append(seen)
-        if raises:
-            raise RuntimeError("kernel failed after writing")
-        return "ret"
-    launcher._npu_def_args = list(def_args)
-    launcher.objs = objs
-    if attrs:
-        for k, v in ATTRS.items():
-            setattr(launcher, k, v)
-    return launcher, log
-
-def describe(value):
-    return getattr(value, "__qualname__", value) if callable(value) else value
-
-def launch(def_args, downcast, mutated, calls, between=None, keywords=False, setup=None, **options):
-    launcher, log = recording(def_args, mutated, **options)
-    if setup:
-        setup(launcher)
-    memo_before = len(m._downcast_memo)
-    if keywords:
-        wrapped = m._wrap_launcher_with_downcast(launcher, downcast_args=downcast, mutated_arg_names=set(mutated))
-    else:
-        wrapped = m._wrap_launcher_with_downcast(launcher, downcast, mutated)
-    out = {"same_object": wrapped is launcher,
-           "attrs": {k: describe(getattr(wrapped, k, None)) for k in [*ATTRS, "_npu_def_args", "fn", "bin"]},
-           "attr_names": sorted(k for k in vars(wrapped) if k != "objs"),
-           "returns": [], "buffers": []}
-    for args, kwargs in calls:
-        try:
-            out["returns"].append(wrapped(*args, **kwargs))
-        except Exception as exc:  # what reaches the caller
-            out["returns"].append(f"raised {type(exc).__name__}: {exc}")
-        out["buffers"].append([[str(a.dtype), a.tolist()] if isinstance(a, torch.Tensor) else repr(a)
-                               for a in args])
-        if between:
-            between()
-    # input caching: memo entries added while the sources are alive, and which kernel
-    # arguments of each later launch are the very objects of the first one
-    out["memo"] = len(m._downcast_memo) - memo_before
-    first = launcher.objs[0] if launcher.objs else ()
-    out["reused"] = [[name for name, a, b in zip(def_args, first, later) if isinstance(a, torch.Tensor) and a is b]
-                     for later in launcher.objs[1:]]
-    out["seen"] = log
-    return out
-
-def t(values, dtype=torch.int64):
-    return torch.tensor(values, dtype=dtype)
-
-ALL = ["in_ptr0", "in_out_ptr0", "out_ptr0", "in_ptr1", "xnumel"]
-I64 = {n: "*i64" for n in ALL[:4]}
-F64 = {n: "*fp64" for n in ALL[:4]}
-THREE = ["in_ptr0", "in_out_ptr0", "out_ptr0", "xnumel"]
-
-def grid():
-    return t(list(range(24))).view(4, 6)
-
-def battery():
-    r = {}
-    r["fastnlp"] = launch(["in_out_ptr0", "xnumel"], {"in_out_ptr0": "*i64"}, ["in_out_ptr0"],
-                          [((t([474] * 4), 4), {"stream": 0})])
-    r["roles-i64"] = launch(ALL, I64, ["in_ptr1"], [
-        ((t([1, 2]), t([10, 20]), t([0, 0]), t([5, 6]), 2), {"stream": 3}),
-        ((t([[1, 2], [3, 4]]), t([[7, 8], [9, 10]]), t([[0, 0], [0, 0]]), t([[1, 1], [2, 2]]), 4), {"stream": None}),
-    ])
-    r["roles-f64"] = launch(ALL, F64, ["in_ptr1"], [
-        ((t([1.5, -2.25], torch.float64), t([1e10, 0.125], torch.float64), t([0.0, 0.0], torch.float64),
-          t([3.0, 4.0], torch.float64), 2), {"stream": 1}),
-    ])
-    r["mutated-out-name"] = launch(["out_ptr0", "xnumel"], {"out_ptr0": "*i64"}, ["out_ptr0"],
-                                   [((t([9, 9, 9]), 3), {})])
-    r["repeat-input-memo"] = launch(["in_ptr0", "out_ptr0", "xnumel"], {"in_ptr0": "*i64", "out_ptr0": "*i64"}, [],
-                                    [((src, t([0, 0]), 2), {}) for src in [t([4, 5])] * 3])
-    src = t([4, 5])
-    r["memo-invalidated"] = launch(["in_ptr0", "out_ptr0", "xnumel"], {"in_ptr0": "*i64", "out_ptr0": "*i64"}, [],
-                                   [((src, t([0, 0]), 2), {}) for _ in range(3)], between=lambda: src.add_(10))
-    eps = t(1e-6, torch.float64)  # a 0-d fp64 scalar shared by launches (RMSNorm eps)
-    r["scalar-0d-memo"] = launch(["in_ptr0", "out_ptr0", "xnumel"], {"in_ptr0": "*fp64", "out_ptr0": "*fp64"}, [],
-                                 [((eps, t([0.0], torch.float64), 1), {}) for _ in range(2)])
-    with mock.patch.object(m, "npu_dedup_downcast", False):
-        r["dedup-off"] = launch(["in_ptr0", "out_ptr0", "xnumel"], {"in_ptr0": "*i64", "out_ptr0": "*i64"}, [],
-                                [((src, t([0, 0]), 2), {}) for _ in range(2)])
-    capturing, captured_src = NS(is_current_stream_capturing=lambda: True), t([4, 5])
-    with mock.patch.object(torch, "npu", capturing, create=True):  # the accelerator's capture test
-        r["graph-capture"] = launch(["in_ptr0", "in_out_ptr0", "xnumel"], {"in_ptr0": "*i64", "in_out_ptr0": "*i64"},
-                                    [], [((captured_src, t([1, 2]), 2), {}) for _ in range(2)])
-    r["wrong-dtype-passes"] = launch(ALL, I64, [], [((t([1], torch.int32), t([2], torch.int32), t([0], torch.int32),
-                                                      t([3], torch.int32), 1), {})])
-    r["non-tensor"] = launch(ALL, I64, [], [((None, 5, None, 7, 1), {})])
-    r["too-few-args"] = launch(ALL, I64, [], [((t([1]), t([2])), {"stream": 2})])
-    r["extra-positional"] = launch(["in_out_ptr0", "xnumel"], {"in_out_ptr0": "*i64"}, [],
-                                   [((t([1, 2]), 2, t([8, 9]), "extra"), {"stream": 4})])
-    r["extra-kwargs"] = launch(["in_out_ptr0", "xnumel"], {"in_out_ptr0": "*i64"}, [],
-                               [((t([1, 2]), 2), {"stream": 5, "benchmark": True})])
-    r["keyword-wrap"] = launch(["in_ptr0", "in_out_ptr0", "xnumel"], {"in_ptr0": "*i64", "in_out_ptr0": "*i64"},
-                               ["in_ptr0"], [((t([1, 2]), t([3, 4]), 2), {})], keywords=True)
-    r["not-in-map"] = launch(ALL, {"in_ptr0": "*i32", "out_ptr0": "*fp16"}, [], [((t([1]), t([1]), t([1]), t([1]), 1), {})])
-    r["no-downcast-args"] = launch(ALL, {}, [], [])
-    r["empty"] = launch(THREE, {n: "*i64" for n in THREE[:3]}, [], [((t([]), t([]), t([]), 0), {})])
-    r["transposed"] = launch(THREE, {n: "*i64" for n in THREE[:3]}, [],
-                             [((grid().t(), grid().t(), grid().t(), 24), {})], strides=True)
-    r["gapped-views"] = launch(THREE, {n: "*i64" for n in THREE[:3]}, [],
-                               [((grid()[:, ::2], grid()[:, ::2], grid()[:, ::2], 12), {})], strides=True)
-    r["broadcast-input"] = launch(["in_ptr0", "out_ptr0", "xnumel"], {"in_ptr0": "*i64", "out_ptr0": "*i64"}, [],
-                                  [((t([7]).expand(4), t([0, 0, 0, 0]), 4), {})], strides=True)
-    r["broadcast-rows"] = launch(["in_ptr0", "out_ptr0", "xnumel"], {"in_ptr0": "*i64", "out_ptr0": "*i64"}, [],
-                                 [((t([[1], [2], [3]]).expand(3, 4), t([0] * 12).view(3, 4), 12), {})],
-                                 strides=True)
-    aliased = t([7, 8])
-    r["aliased-written"] = launch(["in_out_ptr0", "out_ptr0", "xnumel"], {"in_out_ptr0": "*i64", "out_ptr0": "*i64"},
-                                  [], [((aliased, aliased, 2), {})])
-    aliased_in = t([7, 8])
-    r["aliased-input"] = launch(["in_ptr0", "in_out_ptr0", "xnumel"], {"in_ptr0": "*i64", "in_out_ptr0": "*i64"},
-                                [], [((aliased_in, aliased_in, 2), {})])
-    r["launcher-raises"] = launch(THREE, {n: "*i64" for n in THREE[:3]}, [],
-                                  [((t([1]), t([2]), t([9]), 1), {})], raises=True)
-    def fn_and_bin(launcher):
-        launcher.fn, launcher.bin = triton_poi_fused_0, "compiled-binary"
-    r["fn-bin-attrs"] = launch(["in_out_ptr0", "xnumel"], {"in_out_ptr0": "*i64"}, [], [((t([1]), 1), {})],
-                               setup=fn_and_bin)
-    bare, _ = recording(ALL, attrs=False)
-    del bare._npu_def_args
-    r["no-def-args"] = m._wrap_launcher_with_downcast(bare, I64, []) is bare
-    return r
-
-result["probe_before"] = fix.probe(m).defective
-result["battery"] = battery()
-"""
-
-ENABLE = """
-import os
-os.environ.pop("NPU_FIXES", None)
-import npu_fixes
-npu_fixes.apply()
-result["state"] = {r.name: r for r in npu_fixes.status()}["boundary-downcast"].state.value
-result["identical"] = m._wrap_launcher_with_downcast is original
-result["probe_after"] = fix.probe(m).defective
-"""
-
-# After ENABLE on the pre-fix copy: the range check is read at wrap time.
-RANGE_CHECK = """
-def range_case(wrapped, *args):
-    try:
-        wrapped(*args, stream=None)
-        return "ok"
-    except fix.DowncastRangeError as exc:
-        return [isinstance(exc, OverflowError), str(exc)]
-def wrap_in(dtype="*i64"):
-    launcher, _ = recording(["in_ptr0", "in_out_ptr0", "xnumel"])
-    return m._wrap_launcher_with_downcast(launcher, {"in_ptr0": dtype, "in_out_ptr0": dtype}, [])
-unchecked = wrap_in()
-os.environ["NPU_FIXES_CHECK_DOWNCAST"] = "1"
-checked, checked_f = wrap_in(), wrap_in("*fp64")
-del os.environ["NPU_FIXES_CHECK_DOWNCAST"]
-big, ok = t([1, 2**31]), t([0, 2])
-result["range"] = {
-    "unchecked": range_case(unchecked, big, ok, 2),
-    "in_range": range_case(checked, t([-2**31, 2**31 - 1]), ok, 2),
-    "input_too_big": range_case(checked, big, ok, 2),
-    "in_out_too_small": range_case(checked, ok, t([-2**31 - 1, 0]), 2),
-    "empty": range_case(checked, t([]), t([]), 0),
-    "float_inf_nan": range_case(checked_f, t([float("inf"), float("nan")], torch.float64),
-                                t([1.0, -1e38], torch.float64), 2),
-    "float_too_big": range_case(checked_f, t([1.0, 0.5], torch.float64), t([1e39, 0.0], torch.float64), 2),
-}
-"""
+OFF = {"NPU_FIXES": "0"}  # armed only by npu_fixes.apply() in the program, after the probe
 
 
 @pytest.fixture(scope="module")
 def prefix_runs(prefix_copy):
-    body = BATTERY + ENABLE + "result['battery_after'] = battery()\n" + RANGE_CHECK + """
-result["undo"] = npu_fixes.undo()
-result["restored"] = m._wrap_launcher_with_downcast is original
-"""
-    return host_check(prefix_copy("boundary-downcast"), body, env={"NPU_FIXES": "0"})
+    return run_program("boundary_downcast", "battery_runs", env=OFF, location=prefix_copy("boundary-downcast"),
+                       after=True, range_check=True)
 
 
 @pytest.fixture(scope="module")
 def fixed_runs():
-    return {v: host_check(wheel_path(v), BATTERY + ENABLE, env={"NPU_FIXES": "0"}) for v in FIXED_UPSTREAM}
+    return {v: run_program("boundary_downcast", "battery_runs", env=OFF, location=wheel_path(v))
+            for v in FIXED_UPSTREAM}
 
 
 @pytest.fixture(scope="module")
 def genuine_runs(genuine):
     """The battery at each genuine state with the defect, before and after npu_fixes
     applies (one interpreter per state), and at REFERENCE, where it must stay unrepaired."""
-    body = BATTERY + ENABLE + "result['battery_after'] = battery()\n"
-    return {state: host_check(genuine(state), body, env={"NPU_FIXES": "0"}) for state in (*DEFECTIVE, REFERENCE)}
+    return {state: run_program("boundary_downcast", "battery_runs", env=OFF, location=genuine(state), after=True)
+            for state in (*DEFECTIVE, REFERENCE)}
 
 
 #: The launcher attributes that every state's wrapper copies onto its wrapper.
@@ -447,10 +243,7 @@ def test_narrow_like_keeps_the_compiled_strides():
 
 
 def test_check_switch_on_a_fixed_install_says_it_does_nothing():
-    res = host_check(wheel_path("2.13.0"), """
-import npu_fixes
-rec = {r.name: r for r in npu_fixes.status()}["boundary-downcast"]
-result["state"], result["detail"] = rec.state.value, rec.detail
-""", env={"NPU_FIXES_CHECK_DOWNCAST": "1"})
+    res = run_program("boundary_downcast", "check_switch_status", env={"NPU_FIXES_CHECK_DOWNCAST": "1"},
+                      location=wheel_path("2.13.0"))
     assert res["state"] == "not-needed"
     assert "NPU_FIXES_CHECK_DOWNCAST has no effect here: upstream's own wrapper runs" in res["detail"]

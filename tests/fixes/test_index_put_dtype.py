@@ -7,7 +7,7 @@ import torch
 
 from npu_fixes.fixes import index_put_dtype as fix
 from npu_fixes.shim.patcher import Patcher
-from tests.conftest import host_check, wheel_path
+from tests.conftest import run_program, wheel_path
 from tests.genuine_states import BEYOND, COMMITS
 
 NAME = "index-put-dtype"
@@ -96,139 +96,14 @@ def test_repair_entries_is_idempotent_and_undone_by_the_patcher():
 
 # -- genuine upstream states, end to end -------------------------------------------------------
 
-# With NPU_FIXES=0 nothing is armed. BATTERY runs the live registration (scoped) on a
-# scratch table holding the current lowering of each index_put overload; its make_fallback
-# stand-in puts Inductor's real generic fallback there, as the real one does in Inductor's
-# table. Each entry is then lowered in a fresh CPU GraphLowering over dtype pairs x
-# accumulate; a case records the dtypes of the extern kernel's tensor inputs, the result's
-# dtype, and which kernel it was.
-# Then, as the backend does at activation, the registration runs into Inductor's real table
-# (first removing the decompositions of EXPLICIT_FALLBACK_LIST where a state has one: the
-# torch_npu loader does that before activation, and stock make_fallback refuses an op that
-# still has a decomposition) and stock CPU Inductor compiles index_put with values made in
-# the graph. Where the probe says needed, the fix is installed with a fresh Patcher on that
-# already-registered backend and everything runs again; then the real registration runs
-# once more through the wrapper, and the patcher is undone.
-BODY = """
-import inspect, torch
-import torch._functorch.config as functorch_config
-from torch._inductor import config, ir, lowering as L
-from torch._inductor.decomposition import decompositions
-from torch._inductor.graph import GraphLowering
-from torch._inductor.virtualized import V
-from torch._subclasses import FakeTensorMode
-from npu_fixes.fixes import index_put_dtype as fix
-from npu_fixes.shim.patcher import Patcher
-from npu_fixes.shim.scoped import with_globals
-low = mods["lowering"]
-register = low._register_npu_inductor_fallbacks
-aten = torch.ops.aten
-OPS = [aten.index_put.default, aten.index_put_.default, aten.index_put.hacked_twin,
-       aten.index_put_.hacked_twin]
-PAIRS = [(torch.float16, torch.float32), (torch.bfloat16, torch.float32), (torch.float32, torch.float16),
-         (torch.float32, torch.float64), (torch.float16, torch.float16), (torch.int32, torch.int64)]
-
-def registered_scratch():
-    table = {op: L.lowerings[op] for op in OPS}
-    def make_fallback(op, *a, **k):
-        if op in table:
-            L.register_lowering(op, type_promotion_kind=None, lowering_dict=table)(L.fallback_handler(op))
-    overrides = {"lowerings": table, "make_fallback": make_fallback, "FALLBACK_LIST": []}
-    if hasattr(low, "EXPLICIT_FALLBACK_LIST"):
-        overrides["EXPLICIT_FALLBACK_LIST"] = []
-    with_globals(inspect.getattr_static(low, "_register_npu_inductor_fallbacks"), overrides)()
-    return table
-
-def lower(lowering, op, self_dtype, values_dtype, accumulate):
-    specs = {"self": (self_dtype, 5), "index": (torch.int64, 3), "values": (values_dtype, 3)}
-    fx = torch.fx.Graph()
-    nodes = {}
-    for name, (dtype, size) in specs.items():
-        nodes[name] = fx.placeholder(name)
-        nodes[name].meta["val"] = torch.empty(size, dtype=dtype, device="meta")
-    call = fx.call_function(op, (nodes["self"], [nodes["index"]], nodes["values"], accumulate))
-    fx.output(call)
-    graph = GraphLowering(torch.fx.GraphModule({}, fx))
-    def buffer(name):
-        dtype, size = specs[name]
-        layout = ir.FixedLayout(torch.device("cpu"), dtype, [size], [1])
-        return ir.TensorBox.create(ir.InputBuffer(name=name, layout=layout))
-    with V.set_graph_handler(graph), V.set_fake_mode(FakeTensorMode()), graph.set_current_node(call):
-        out = lowering(buffer("self"), [buffer("index")], buffer("values"), accumulate)
-        out_dtype = str(out.get_dtype())
-    kernels = [o for o in graph.operations if isinstance(o, ir.ExternKernel) and not isinstance(o, ir.MultiOutput)]
-    return {"inputs": [sorted(str(i.get_dtype()) for i in k.inputs if isinstance(i, ir.IRNode)) for k in kernels],
-            "out": out_dtype,
-            "kernel": [[type(k).__name__, str(k.op_overload)] for k in kernels]}
-
-def battery():
-    table = registered_scratch()
-    return {f"{op}|{str(a)[6:]}<-{str(b)[6:]}|acc={acc}": lower(table[op], op, a, b, acc)
-            for op in OPS for a, b in PAIRS for acc in (False, True)}
-
-config.fx_graph_cache = False  # lower afresh every time; the C++ kernel cache stays
-config.compile_threads = 1
-functorch_config.enable_autograd_cache = False
-
-def functional(x, idx):
-    return (torch.index_put(x, (idx,), torch.ones(3)),
-            torch.index_put(x, (idx,), torch.full((3,), 2.0, dtype=torch.float64), accumulate=True),
-            torch.index_put(x, (idx,), torch.ones(3, dtype=x.dtype)))
-
-def in_place(x, idx):
-    x.index_put_((idx,), torch.ones(3))
-    return x + 1
-
-def in_place_same(x, idx):  # values of x's dtype: the add may reuse index_put_'s output
-    x.index_put_((idx,), torch.ones(3, dtype=x.dtype))
-    return x + 1
-
-def compile_both():
-    torch._dynamo.reset()
-    out = {}
-    for fn in (functional, in_place, in_place_same):
-        x, idx = torch.arange(5, dtype=torch.float16), torch.tensor([0, 2, 2])
-        try:
-            got = torch.compile(fn)(x, idx)
-        except Exception as exc:
-            out[fn.__name__] = {"error": [type(exc).__name__, str(exc).splitlines()[0]]}
-            continue
-        got = got if isinstance(got, tuple) else (got,)
-        out[fn.__name__] = {"values": [[str(t.dtype), t.tolist()] for t in got], "input": x.tolist()}
-    return out
-
-def repaired_standing():
-    return [getattr(L.lowerings.get(op), "_npu_fixes_index_put_cast", False) for op in fix.index_put_ops()]
-
-result["probe_before"] = [fix.probe(low).defective, fix.probe(low).detail]
-result["battery"] = battery()
-for op in getattr(low, "EXPLICIT_FALLBACK_LIST", []):
-    decompositions.pop(op, None)
-register()
-result["made_fallback"] = sorted(str(op) for op in fix.index_put_ops() if op in low.FALLBACK_LIST)
-result["e2e"] = compile_both()
-if result["probe_before"][0]:
-    patcher = Patcher()
-    fix.FIX.install(low, patcher)
-    result["patched"] = len(patcher)
-    result["repaired"] = repaired_standing()
-    result["probe_after"] = [fix.probe(low).defective, fix.probe(low).detail]
-    result["battery_after"] = battery()
-    result["e2e_after"] = compile_both()
-    low._register_npu_inductor_fallbacks()  # the real registration again, through the wrapper
-    result["repaired_after_reregister"] = repaired_standing()
-    result["undo"] = patcher.restore()
-    result["undone"] = [low._register_npu_inductor_fallbacks is register, repaired_standing()]
-"""
-
-
 @pytest.fixture(scope="module")
 def runs(genuine, tmp_path_factory):
     """Each genuine state and the 2.13.0 wheel; one interpreter each, sharing one Inductor
     cache directory so that the C++ kernels are built once."""
     cache = tmp_path_factory.mktemp("inductor-cache")
     env = {"NPU_FIXES": "0", "TORCHINDUCTOR_CACHE_DIR": str(cache)}
-    return {s: host_check(wheel_path(s) if s == WHEEL else genuine(s), BODY, env=env) for s in STATES}
+    return {s: run_program("index_put_dtype", "end_to_end", env=env,
+                           location=wheel_path(s) if s == WHEEL else genuine(s)) for s in STATES}
 
 
 #: Raised by the compiled graph when it runs (not while compiling), as CANN's error is.
