@@ -152,40 +152,9 @@ def genuine(tmp_path_factory):
     return build
 
 
-#: Loads npu_fixes/tools/host.py as a module of its own, so that the npu_fixes package (and
-#: its hooks) is not imported.
-STANDALONE_HOST = f"""
-import importlib.util as _ilu
-_spec = _ilu.spec_from_file_location("npu_fixes_host_standalone", {str(REPO / 'npu_fixes' / 'tools' / 'host.py')!r})
-host = _ilu.module_from_spec(_spec)
-sys.modules[_spec.name] = host
-_spec.loader.exec_module(host)
-"""
-
-
 def backend_targets() -> dict[str, list[str]]:
     """Fix name -> [module, first target] of every torch_npu backend fix, for the programs'
     ``backend_targets`` (which must not import npu_fixes themselves)."""
     from npu_fixes.fixes import all_fixes
 
     return {f.name: [f.module, f.targets[0]] for f in all_fixes() if f.module.startswith("torch_npu.")}
-
-
-def host_check(location: Path | str, body: str, env: dict[str, str] | None = None) -> dict:
-    """Host-load ``location`` in a fresh interpreter, run ``body`` and return its JSON.
-
-    ``body`` sees ``loaded`` (npu_fixes.tools.host.HostLoad), ``mods`` (short name -> module)
-    and ``result`` (a dict it fills). The loader runs from its file, without importing
-    the npu_fixes package, so nothing is armed until ``body`` imports npu_fixes (its
-    hooks then fire at once).
-    """
-    code = (
-        "import json, sys\n"
-        + STANDALONE_HOST
-        + f"loaded = host.load({str(location)!r})\n"
-        "mods = loaded.modules\n"
-        "result = {}\n"
-        + textwrap.dedent(body)
-        + "\nprint(json.dumps(result, default=str))\n"
-    )
-    return last_json(run_python(code, env=env))
