@@ -126,23 +126,24 @@ def _scratch_fallback(scratch: dict[Any, Any]) -> Callable[..., None]:
     return make_fallback
 
 
-def _kernel_dtypes(lowering: Callable[..., Any], op: Any) -> list[list[str]]:
-    """Lower ``op`` (float16 self [5], int64 index [3], float32 values [3]) with
-    ``lowering`` in a fresh CPU ``GraphLowering``; the input dtypes of each extern kernel
-    it creates."""
+def lowered(lowering: Callable[..., Any], op: Any, self_dtype: Any, values_dtype: Any,
+            accumulate: bool = False) -> tuple[Any, list[Any]]:
+    """Lower ``op`` (``self_dtype`` self [5], int64 index [3], ``values_dtype`` values [3])
+    with ``lowering`` in a fresh CPU ``GraphLowering``: its result and the extern kernels
+    it created."""
     import torch
     from torch._inductor import ir
     from torch._inductor.graph import GraphLowering
     from torch._inductor.virtualized import V
     from torch._subclasses import FakeTensorMode
 
-    specs = {"self": (torch.float16, 5), "index": (torch.int64, 3), "values": (torch.float32, 3)}
+    specs = {"self": (self_dtype, 5), "index": (torch.int64, 3), "values": (values_dtype, 3)}
     fx = torch.fx.Graph()
     nodes = {}
     for name, (dtype, size) in specs.items():
         nodes[name] = fx.placeholder(name)
         nodes[name].meta["val"] = torch.empty(size, dtype=dtype, device="meta")
-    call = fx.call_function(op, (nodes["self"], [nodes["index"]], nodes["values"], False))
+    call = fx.call_function(op, (nodes["self"], [nodes["index"]], nodes["values"], accumulate))
     fx.output(call)
     graph = GraphLowering(torch.fx.GraphModule({}, fx))
 
@@ -152,9 +153,19 @@ def _kernel_dtypes(lowering: Callable[..., Any], op: Any) -> list[list[str]]:
         return ir.TensorBox.create(ir.InputBuffer(name=name, layout=layout))
 
     with V.set_graph_handler(graph), V.set_fake_mode(FakeTensorMode()), graph.set_current_node(call):
-        lowering(buffer("self"), [buffer("index")], buffer("values"), False)
+        out = lowering(buffer("self"), [buffer("index")], buffer("values"), accumulate)
     kernels = [o for o in graph.operations
                if isinstance(o, ir.ExternKernel) and not isinstance(o, ir.MultiOutput)]
+    return out, kernels
+
+
+def _kernel_dtypes(lowering: Callable[..., Any], op: Any) -> list[list[str]]:
+    """The input dtypes of each extern kernel that lowering ``op`` with float32 values
+    into float16 self creates."""
+    import torch
+    from torch._inductor import ir
+
+    _, kernels = lowered(lowering, op, torch.float16, torch.float32)
     return [[str(i.get_dtype()) for i in k.inputs if isinstance(i, ir.IRNode)] for k in kernels]
 
 

@@ -60,3 +60,23 @@ def main(namespace: dict) -> None:
     result = namespace[name](**kwargs)
     if result is not None:
         print(json.dumps(result, default=str))
+
+
+def before_and_after(fix, mod, battery) -> tuple[dict, object]:
+    """``fix``'s probe verdict (``[defective, detail]``) and ``battery()`` before and after
+    installing it where the probe says needed, as the registry decides; returns them under
+    ``probe_before``, ``before``, ``probe_after``, ``after`` with the Patcher that holds
+    the install (to restore)."""
+    from npu_fixes.shim.patcher import Patcher
+
+    result = {}
+    probe = fix.probe(mod)
+    result["probe_before"] = [probe.defective, probe.detail]
+    result["before"] = battery()
+    patcher = Patcher()
+    if probe.defective:
+        fix.FIX.install(mod, patcher)
+    probe = fix.probe(mod)
+    result["probe_after"] = [probe.defective, probe.detail]
+    result["after"] = battery()
+    return result, patcher

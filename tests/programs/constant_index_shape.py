@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import itertools
 
-from tests.programs import host_load, main
+from tests.programs import before_and_after, host_load, main
 from tests.programs.rank_mismatch import generated
 
 TREES = {"x": [("x", 0, False)], "x+r": [("x", 0, False), ("r0_", 1, True)],
@@ -145,22 +145,12 @@ def indexing(location: str, genuine: bool) -> dict:
     kernels of PROGRAMS generated before and after the fix (test_rank_mismatch's harness)."""
     mod = host_load(location).modules["codegen.triton"]
     from npu_fixes.fixes import constant_index_shape as fix
-    from npu_fixes.shim.patcher import Patcher
 
     K = mod.NPUTritonKernel
     original = vars(K)["indexing"]
     classes = stand_ins(K)
-    result = {}
-    probe = fix.probe(mod)
-    result["probe_before"] = [probe.defective, probe.detail]
-    result["before"] = battery(mod, classes)
-    patcher = Patcher()
-    if probe.defective:
-        fix.FIX.install(mod, patcher)
+    result, patcher = before_and_after(fix, mod, lambda: battery(mod, classes))
     result["patched"] = vars(K)["indexing"] is not original
-    probe = fix.probe(mod)
-    result["probe_after"] = [probe.defective, probe.detail]
-    result["after"] = battery(mod, classes)
     patcher.restore()
     result["restored"] = vars(K)["indexing"] is original
     if genuine:

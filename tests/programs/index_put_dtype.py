@@ -34,35 +34,16 @@ def registered_scratch(low) -> dict:
 
 
 def lower(lowering, op, self_dtype, values_dtype, accumulate) -> dict:
-    """``op`` lowered with ``lowering`` in a fresh CPU GraphLowering: the dtypes of the
-    extern kernel's tensor inputs, the result's dtype, and which kernel it was."""
-    import torch
+    """``op`` lowered with ``lowering`` (the fix's own harness, a fresh CPU GraphLowering):
+    the dtypes of the extern kernel's tensor inputs, the result's dtype, and which kernel
+    it was."""
     from torch._inductor import ir
-    from torch._inductor.graph import GraphLowering
-    from torch._inductor.virtualized import V
-    from torch._subclasses import FakeTensorMode
 
-    specs = {"self": (self_dtype, 5), "index": (torch.int64, 3), "values": (values_dtype, 3)}
-    fx = torch.fx.Graph()
-    nodes = {}
-    for name, (dtype, size) in specs.items():
-        nodes[name] = fx.placeholder(name)
-        nodes[name].meta["val"] = torch.empty(size, dtype=dtype, device="meta")
-    call = fx.call_function(op, (nodes["self"], [nodes["index"]], nodes["values"], accumulate))
-    fx.output(call)
-    graph = GraphLowering(torch.fx.GraphModule({}, fx))
+    from npu_fixes.fixes.index_put_dtype import lowered
 
-    def buffer(name):
-        dtype, size = specs[name]
-        layout = ir.FixedLayout(torch.device("cpu"), dtype, [size], [1])
-        return ir.TensorBox.create(ir.InputBuffer(name=name, layout=layout))
-
-    with V.set_graph_handler(graph), V.set_fake_mode(FakeTensorMode()), graph.set_current_node(call):
-        out = lowering(buffer("self"), [buffer("index")], buffer("values"), accumulate)
-        out_dtype = str(out.get_dtype())
-    kernels = [o for o in graph.operations if isinstance(o, ir.ExternKernel) and not isinstance(o, ir.MultiOutput)]
+    out, kernels = lowered(lowering, op, self_dtype, values_dtype, accumulate)
     return {"inputs": [sorted(str(i.get_dtype()) for i in k.inputs if isinstance(i, ir.IRNode)) for k in kernels],
-            "out": out_dtype,
+            "out": str(out.get_dtype()),
             "kernel": [[type(k).__name__, str(k.op_overload)] for k in kernels]}
 
 

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from tests.programs import host_load, main
+from tests.programs import before_and_after, host_load, main
 
 TARGETS = ("_refactor_clamp_stride", "_fold_trivial_modular_indexing", "_fold_dualview_reduction_index")
 
@@ -140,17 +140,8 @@ def prepared(location: str) -> dict:
     def ours():
         return {name: vars(K)[name] is not originals[name] for name in TARGETS}
 
-    result = {}
-    probe = fix.probe(mod)
-    result["probe_before"] = [probe.defective, probe.detail]
-    result["before"] = battery(mod)
-    patcher = Patcher()
-    if probe.defective:
-        fix.FIX.install(mod, patcher)
+    result, patcher = before_and_after(fix, mod, lambda: battery(mod))
     result["patched"] = ours()
-    probe = fix.probe(mod)
-    result["probe_after"] = [probe.defective, probe.detail]
-    result["after"] = battery(mod)
     other = Patcher()
     if dualview_fold.FIX.probe(mod).defective:
         dualview_fold.FIX.install(mod, other)

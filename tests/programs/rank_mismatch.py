@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import itertools
 
-from tests.programs import host_load, main
+from tests.programs import before_and_after, host_load, main
 
 X = {  # x tree: node names, mapped, scalar odometer, tensor slot
     "free1": (["x0"], (), (), 0), "free2": (["x0", "x1"], (), (), 0),
@@ -207,21 +207,11 @@ def ndim(location: str, genuine: bool) -> dict:
     kernels of PROGRAMS generated before and after the fix."""
     mod = host_load(location).modules["codegen.triton"]
     from npu_fixes.fixes import rank_mismatch as fix
-    from npu_fixes.shim.patcher import Patcher
 
     K = mod.NPUTritonKernel
     original = vars(K)["triton_tensor_ndim"]
-    result = {}
-    probe = fix.probe(mod)
-    result["probe_before"] = [probe.defective, probe.detail]
-    result["before"] = battery(mod)
-    patcher = Patcher()
-    if probe.defective:
-        fix.FIX.install(mod, patcher)
+    result, patcher = before_and_after(fix, mod, lambda: battery(mod))
     result["patched"] = vars(K)["triton_tensor_ndim"] is not original
-    probe = fix.probe(mod)
-    result["probe_after"] = [probe.defective, probe.detail]
-    result["after"] = battery(mod)
     patcher.restore()
     result["restored"] = vars(K)["triton_tensor_ndim"] is original
     if genuine:
