@@ -40,7 +40,7 @@ from typing import Any
 
 from ..shim.fix import Fix, Probe
 from ..shim.patcher import Patcher
-from ..shim.scoped import ScopedAttributes, with_globals
+from ..shim.scoped import ScopedAttributes, scoped_method, with_globals
 
 CONFIG_FN = "npu_triton_config"
 PRECOMPILE = "NPUCachingAutotuner._precompile_config"
@@ -271,8 +271,7 @@ def _compile_options(module: types.ModuleType, cfg: Any) -> dict[str, Any]:
         device_props=types.SimpleNamespace(type="npu", index=0, cc="Ascend910B", warp_size=None),
     )
     scoped = {"triton": ScopedAttributes(triton, compile=record), "__builtins__": _probe_builtins()}
-    run = with_globals(inspect.getattr_static(cls, "_precompile_config"), scoped)
-    run.__get__(autotuner, cls)(cfg)
+    scoped_method(cls, "_precompile_config", autotuner, scoped)(cfg)
     return seen[0]
 
 
@@ -300,9 +299,7 @@ def _fallback_options(module: types.ModuleType, template: Any) -> list[dict[str,
     cls = module.NPUCachingAutotuner
     holder = types.SimpleNamespace(configs=[template], size_hints=dict(PROBE_HINTS),
                                    _precompile_config=record)
-    run = with_globals(inspect.getattr_static(cls, "_compile_small_block_fallback"),
-                       {"__builtins__": _probe_builtins()})
-    run.__get__(holder, cls)()
+    scoped_method(cls, "_compile_small_block_fallback", holder, {"__builtins__": _probe_builtins()})()
     return seen
 
 

@@ -28,14 +28,13 @@
 from __future__ import annotations
 
 import dataclasses
-import inspect
 import types
 from collections.abc import Callable
 from typing import Any
 
 from ..shim.fix import Fix, Probe
 from ..shim.patcher import Patcher
-from ..shim.scoped import code_globals, with_globals
+from ..shim.scoped import code_globals, scoped_method
 
 TARGET = "NPUTritonKernel.indexing"
 RANK_ONE = ("[1]", (1,))  # emitted shape, CSE shape
@@ -133,9 +132,9 @@ def probe(module: types.ModuleType) -> Probe:
     import sympy
 
     kernel = standin_kernel(module, base_result())
-    indexing = with_globals(inspect.getattr_static(module.NPUTritonKernel, "indexing"),
-                            {"triton_codegen_linearize": True})
-    result = indexing.__get__(kernel, type(kernel))(sympy.Integer(0))
+    indexing = scoped_method(module.NPUTritonKernel, "indexing",
+                             kernel, {"triton_codegen_linearize": True})
+    result = indexing(sympy.Integer(0))
     shapes = (getattr(result, "expand_str", None), tuple(getattr(result, "expand_shape", None) or ()))
     if shapes != RANK_ONE:
         return Probe(True, f"constant index 0 keeps shape {shapes[0]} / {shapes[1]} in linearize mode")

@@ -29,14 +29,13 @@
 
 from __future__ import annotations
 
-import inspect
 import types
 from collections.abc import Callable, Iterable, Mapping
 from typing import Any
 
 from ..shim.fix import Fix, Probe
 from ..shim.patcher import Patcher
-from ..shim.scoped import with_globals
+from ..shim.scoped import scoped_method
 
 #: The passes at the end of ``prepare_indexing``, in the order it calls them.
 TARGETS = ("NPUTritonKernel._refactor_clamp_stride", "NPUTritonKernel._fold_trivial_modular_indexing")
@@ -127,11 +126,11 @@ def prepared(module: types.ModuleType, kernel: Any, index: Any) -> Any:
     from torch._inductor.sizevars import SizeVarAllocator
     from torch._inductor.virtualized import V
 
-    prepare = with_globals(inspect.getattr_static(module.NPUTritonKernel, "prepare_indexing"),
-                           {"triton_codegen_linearize": True})
+    prepare = scoped_method(module.NPUTritonKernel, "prepare_indexing",
+                            kernel, {"triton_codegen_linearize": True})
     graph = types.SimpleNamespace(sizevars=SizeVarAllocator())
     with V.set_graph_handler(graph), V.set_kernel_handler(kernel):  # type: ignore[arg-type]
-        return prepare.__get__(kernel, type(kernel))(index)
+        return prepare(index)
 
 
 def probe(module: types.ModuleType) -> Probe:

@@ -30,14 +30,13 @@
 
 from __future__ import annotations
 
-import inspect
 import types
 from collections.abc import Callable, Iterable
 from typing import Any
 
 from ..shim.fix import Fix, Probe
 from ..shim.patcher import Patcher
-from ..shim.scoped import code_globals, with_globals
+from ..shim.scoped import code_globals, scoped_method
 from .constant_index_shape import linearized as linearize_mode
 
 TARGET = "NPUTritonKernel.triton_tensor_ndim"
@@ -97,9 +96,9 @@ def probe(module: types.ModuleType) -> Probe:
     """Count the tensor slots of :func:`keepdim_sum_kernel` with the live method
     (linearize on): two trees with a slot each must give 2."""
     kernel = keepdim_sum_kernel()
-    count = with_globals(inspect.getattr_static(module.NPUTritonKernel, "triton_tensor_ndim"),
-                         {"triton_codegen_linearize": True})
-    ndim = count.__get__(kernel, type(kernel))()
+    count = scoped_method(module.NPUTritonKernel, "triton_tensor_ndim",
+                          kernel, {"triton_codegen_linearize": True})
+    ndim = count()
     if ndim != 2:
         return Probe(True, f"linearized keepdim sum (x tree folded away + r tree) counts {ndim} tensor slots")
     return Probe(False, "linearized keepdim sum (x tree folded away + r tree) counts 2 tensor slots")

@@ -50,6 +50,14 @@ def with_globals(target: Any, overrides: Mapping[str, Any]) -> Any:
     raise TypeError(f"cannot scope the globals of {type(target).__name__} {target!r}")
 
 
+def scoped_method(cls: type, name: str, instance: Any, overrides: Mapping[str, Any]) -> Any:
+    """Method ``name`` as ``cls`` defines it (wrappers included), reading ``overrides`` in
+    place of the same-named module globals, bound to ``instance`` (a stand-in may do)."""
+    import inspect
+
+    return with_globals(inspect.getattr_static(cls, name), overrides).__get__(instance, cls)
+
+
 def code_globals(wrapped: Any, fallback: dict[str, Any]) -> dict[str, Any]:
     """The module globals that ``wrapped`` reads at call time (a probe's scoped copy included,
     so a wrapper decides on the same switches as the code it wraps); ``fallback`` where it
