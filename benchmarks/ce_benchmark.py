@@ -10,8 +10,10 @@ fraction of HBM bandwidth reached for 2 reads + 1 write of the logits at N=8192,
 Two times per shape, side by side: the eager wall time per call the way a training loop sees
 it (a loop of calls, synchronized once at its end: host launch overhead included wherever the
 host is slower than the device), and the device time (the calls captured in a CUDA graph and
-replayed: no host overhead). ``--baseline MODULE`` adds an earlier implementation (a module
-with ``parallel_cross_entropy``, e.g. a copy of an earlier version) to the fixed sweep.
+replayed: no host overhead). In the fixed sweep the eager ratio to PyTorch is paired: the median
+over 15 rounds of each round's ratio to PyTorch's round beside it. ``--baseline MODULE`` adds
+an earlier implementation (a module with ``parallel_cross_entropy``, e.g. a copy of an earlier
+version) to the fixed sweep.
 
     python benchmarks/ce_benchmark.py --out benchmarks/results/h200 [--baseline MODULE]
     python benchmarks/ce_benchmark.py --out /tmp/tune --tune   # block/warps grid only
@@ -81,13 +83,13 @@ def time_ms(fn: Callable[[], object], reps: int, warmup: int = 2) -> float:
     return statistics.median(s.elapsed_time(e) for s, e in events)
 
 
-def wall_ms(
+def wall_samples(
     fns: dict[str, Callable[[], object]], rounds: int = 5, min_calls: int = 10, round_s: float = 0.02
-) -> dict[str, float]:
-    """Eager wall milliseconds per call of each function, as a training loop sees it: a loop of
-    calls timed on the host and synchronized once at its end (at least ``min_calls`` calls
-    and ``round_s`` seconds). Median over ``rounds`` rounds; the functions alternate round by
-    round, so drifts of the host's speed hit all alike."""
+) -> dict[str, list[float]]:
+    """Eager wall milliseconds per call of each function, as a training loop sees it, one sample
+    per round: a loop of calls timed on the host and synchronized once at its end (at least
+    ``min_calls`` calls and ``round_s`` seconds). The functions alternate round by round, so
+    drifts of the host's speed hit all alike."""
     calls = {}
     for name, fn in fns.items():
         fn()
@@ -106,7 +108,12 @@ def wall_ms(
                 fn()
             torch.cuda.synchronize()
             samples[name].append((time.perf_counter() - start) / calls[name] * 1e3)
-    return {name: statistics.median(v) for name, v in samples.items()}
+    return samples
+
+
+def wall_ms(fns: dict[str, Callable[[], object]], rounds: int = 5) -> dict[str, float]:
+    """Median over rounds of :func:`wall_samples`."""
+    return {name: statistics.median(v) for name, v in wall_samples(fns, rounds).items()}
 
 
 def graph_ms(fn: Callable[[], object], reps: int, inner: int = 5) -> float:
@@ -273,15 +280,17 @@ def eager_sweep(out: Path, baseline: object | None, reps: int) -> list[dict[str,
             fns = {"torch": step_torch(x, t), "ours": step_ours(x, t)}
             if baseline is not None:
                 fns["base"] = step_module(baseline, x, t)
-            wall = wall_ms(fns)
+            wall = wall_samples(fns, rounds=15)
             row: dict[str, object] = {"dtype": name, "B": b, "SQ": sq, "V": v, "logits": b * sq * v}
             for key, ms in wall.items():
-                row[f"{key}_wall_ms"] = ms
+                row[f"{key}_wall_ms"] = statistics.median(ms)
             for key, fn in fns.items():
                 row[f"{key}_graph_ms"] = graph_ms(fn, reps, inner=3)
             for key in fns:
                 if key != "torch":
-                    row[f"{key}_wall_over_torch"] = row[f"{key}_wall_ms"] / row["torch_wall_ms"]
+                    # paired: the median of each round's ratio to PyTorch's round next to it
+                    ratios = [a / b for a, b in zip(wall[key], wall["torch"], strict=True)]
+                    row[f"{key}_wall_over_torch"] = statistics.median(ratios)
                     row[f"{key}_graph_over_torch"] = row[f"{key}_graph_ms"] / row["torch_graph_ms"]
             rows.append(row)
             del x, t, fns

@@ -787,6 +787,69 @@ def test_large_vocab_default_blocks_on_gpu(monkeypatch: pytest.MonkeyPatch) -> N
         check(x.grad, ref_grad, torch.bfloat16)
 
 
+class _StandInLauncher:
+    """A launcher of the shape Triton's CUDA launcher has; ``launch`` records its arguments."""
+
+    def __init__(self, scratch: int = 0) -> None:
+        self.calls: list[tuple] = []
+        self.launch_cooperative_grid, self.launch_pdl = False, True
+        self.global_scratch_size = scratch
+        self.profile_scratch_size = 0
+
+    def launch(self, *args):
+        self.calls.append(args)
+
+    def __call__(self, gridX, gridY, gridZ, stream, function, *args):
+        global_scratch = profile_scratch = None
+        self.launch(gridX, gridY, gridZ, stream, function, self.launch_cooperative_grid, self.launch_pdl,
+                    global_scratch, profile_scratch, *args)  # fmt: skip
+
+
+class _OtherLauncher(_StandInLauncher):
+    def __call__(self, gridX, gridY, gridZ, stream, function, *args):
+        self.launch(gridX, gridY, gridZ, stream, function, *args)
+
+
+class _StandInCompiled(NamedTuple):
+    run: object
+    function: int = 7
+    packed_metadata: tuple = (4, 1)
+
+
+@pytest.mark.parametrize(
+    ("launcher", "direct"),
+    [(_StandInLauncher(), True), (_StandInLauncher(scratch=64), False), (_OtherLauncher(), False)],
+    ids=["c-launch", "needs-scratch", "other-protocol"],
+)
+def test_launcher_passes_what_run_would(launcher: _StandInLauncher, direct: bool) -> None:
+    """The plans' launch entry: the launcher's C ``launch`` where its ``__call__`` only adds the
+    launch flags (and no scratch buffer is needed), else ``run`` itself; either way ``launch``
+    receives exactly what ``run(..., packed_metadata, None, None, None, *args)`` passes it."""
+    compiled = _StandInCompiled(launcher)
+    fn, head = ce._launcher(compiled)
+    assert (fn == launcher.launch) is direct
+    fn(3, 2, 1, 99, *head, 10, 20.5, True)
+    launcher(3, 2, 1, 99, compiled.function, compiled.packed_metadata, None, None, None, 10, 20.5, True)
+    assert launcher.calls[0] == launcher.calls[1]
+
+
+@pytest.mark.gpu
+def test_fast_path_losses_have_plain_strides(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The plans allocate losses like an expanded element; they still come out with the strides
+    of a fresh tensor of their shape, also where that shape holds one element."""
+    monkeypatch.undo()
+    for shape in ((1, 1, 50), (2, 3, 50), (1, 1, 70000)):
+        x = torch.randn(shape, device="cuda", requires_grad=True)
+        t = torch.randint(0, shape[2], shape[:2], device="cuda")
+        for reduce_loss in (False, True, False):  # the second call of a signature uses its plan
+            loss = parallel_cross_entropy(x, t, reduce_loss=reduce_loss)
+            assert loss.dtype == torch.float32
+            assert loss.stride() == torch.empty(loss.shape).stride()
+            (grad,) = torch.autograd.grad(loss.sum(), x)
+            assert grad.stride() == x.stride()
+    assert any(p is not None and p.fwd is not None for p in ce._PLANS.values())
+
+
 @pytest.mark.gpu
 def test_direct_launches_match_jit_launches(monkeypatch: pytest.MonkeyPatch) -> None:
     """FAST_LAUNCH (compiled kernels launched without Triton's JIT) gives the JIT's bits, also
@@ -821,6 +884,9 @@ def test_direct_launches_match_jit_launches(monkeypatch: pytest.MonkeyPatch) -> 
         if fast:  # the direct launches were taken: compiled kernels kept in plans
             plans = [p for p in ce._PLANS.values() if p is not None]
             assert len(plans) == 12 and all(p.fwd is not None and p.bwd for p in plans)
+            # this Triton's CUDA launcher is called at its C entry point, not through the
+            # launcher object (which has that entry point as its ``launch``)
+            assert not any(hasattr(p.fwd[0], "launch") for p in plans)
             assert {p.fused for p in plans} == {True, False}
     for (l0, g0), (l1, g1) in zip(results[False], results[True], strict=True):
         assert torch.equal(l0, l1) and torch.equal(g0, g1)
