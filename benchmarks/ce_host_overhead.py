@@ -17,25 +17,32 @@ time a call spends before its kernels are queued. Printed, side by side in one r
   Triton kernel);
 * where a Triton JIT launch spends its time (argument binding and specialization, cache key,
   launcher);
-* a cProfile of ours by own time, and a torch.profiler table of ours and PyTorch's.
+* with ``--lines``, the host time of each line of our eager path inside forward+backward
+  calls (each line rewritten with a timer around it, which adds about 0.1 us per line);
+* with ``--profile``, a cProfile of ours by own time, and a torch.profiler table of ours and
+  PyTorch's.
 
 Every number is the median over interleaved rounds (the contenders alternate), since the
 host's speed drifts. ``--out FILE`` also writes the tables there.
 
-    python benchmarks/ce_host_overhead.py [--baseline ce_baseline_ops.cross_entropy] [--out FILE]
+    python benchmarks/ce_host_overhead.py [--baseline ce_baseline_ops.cross_entropy] [--lines] [--out FILE]
 """
 
 from __future__ import annotations
 
 import argparse
+import ast
 import cProfile
 import importlib
+import inspect
 import io
 import os
 import pstats
 import statistics
 import sys
+import textwrap
 import time
+from collections import defaultdict
 from collections.abc import Callable
 from contextlib import contextmanager
 from functools import partial
@@ -116,9 +123,10 @@ class Recorder:
 
 
 def direct_launcher(
-    kernel: Any, grid: Any, args: tuple[Any, ...], kwargs: dict[str, Any], raw: bool
+    kernel: Any, grid: Any, args: tuple[Any, ...], kwargs: dict[str, Any], raw: bool, mod: Any = ce
 ) -> Callable[[], None]:
-    """The compiled kernel's launcher called directly (what ``FAST_LAUNCH`` does): with the
+    """The compiled kernel launched directly, the way ``mod``'s plans do (``FAST_LAUNCH``;
+    through its ``_launcher`` where it has one, else through the launcher object): with the
     tensors themselves (``raw=False``, the launcher asks the driver about each pointer) or
     with their addresses."""
     options = {k: v for k, v in kwargs.items() if k in ("num_warps", "num_stages", "num_ctas")}
@@ -132,9 +140,13 @@ def direct_launcher(
     g = tuple(grid) + (1,) * (3 - len(grid))
     stream = torch.cuda.current_stream().cuda_stream
 
+    entry = getattr(mod, "_launcher", None)
+    fn, head = (compiled.run, (compiled.function, compiled.packed_metadata, None, None, None))
+    if entry is not None:
+        fn, head = entry(compiled)
+
     def launch() -> None:
-        meta = compiled.packed_metadata
-        compiled.run(g[0], g[1], g[2], stream, compiled.function, meta, None, None, None, *values)
+        fn(g[0], g[1], g[2], stream, *head, *values)
 
     return launch
 
@@ -168,18 +180,95 @@ def jit_breakdown(
     ]
 
 
+class _Timed(ast.NodeTransformer):
+    """Rewrites a function so that each statement (an ``if``: its test) adds its host time to
+    ``_T[(function, line)]``; compound statements are timed through their bodies."""
+
+    def __init__(self, name: str) -> None:
+        self.name = name
+
+    def timed(self, body: list[ast.stmt]) -> list[ast.stmt]:
+        out: list[ast.stmt] = []
+        for st in body:
+            key = repr((self.name, st.lineno))
+            start = ast.parse("_t0 = _pc()").body
+            stop = ast.parse(f"_T[{key}] += _pc() - _t0").body
+            for field in ("body", "orelse", "finalbody"):
+                inner = getattr(st, field, None)
+                if inner and not isinstance(st, ast.FunctionDef):
+                    setattr(st, field, self.timed(inner))
+            for handler in getattr(st, "handlers", []):
+                handler.body = self.timed(handler.body)
+            if isinstance(st, ast.Return):
+                value = st.value if st.value is not None else ast.Constant(None)
+                out += [*start, ast.Assign([ast.Name("_rv", ast.Store())], value, lineno=st.lineno), *stop]
+                out.append(ast.Return(ast.Name("_rv", ast.Load())))
+            elif isinstance(st, ast.If):
+                out += [*start, ast.Assign([ast.Name("_c", ast.Store())], st.test, lineno=st.lineno), *stop]
+                st.test = ast.Name("_c", ast.Load())
+                out.append(st)
+            elif isinstance(st, (ast.For, ast.While, ast.With, ast.Try)):
+                out.append(st)
+            else:
+                out += [*start, st, *stop]
+        return out
+
+
+def timed_copy(mod: Any, fn: Any, totals: dict[tuple[str, int], int]) -> Any:
+    """``fn`` (a function of ``mod``) rebuilt from its source with :class:`_Timed`."""
+    fn = getattr(fn, "__func__", fn)
+    tree = ast.parse(textwrap.dedent(inspect.getsource(fn)))
+    ast.increment_lineno(tree, fn.__code__.co_firstlineno - 1)
+    node = tree.body[0]
+    node.decorator_list = []
+    node.body = _Timed(fn.__name__).timed(node.body)
+    ast.fix_missing_locations(tree)
+    scope = dict(vars(mod), _pc=time.perf_counter_ns, _T=totals)
+    exec(compile(tree, inspect.getsourcefile(fn), "exec"), scope)
+    return scope[fn.__name__]
+
+
+def line_times(x: torch.Tensor, t: torch.Tensor, calls: int = 3000) -> list[tuple[float, str, int, str]]:
+    """Host us per call of each line of our eager path (public function, checks, autograd
+    forward and backward, plan forward and backward), inside forward+backward calls. Each
+    timed line adds about 0.1 us of its own."""
+    totals: dict[tuple[str, int], int] = defaultdict(int)
+    fn_cls = ce._CrossEntropyFunction
+    saved = {name: getattr(ce, name) for name in ("parallel_cross_entropy", "_validate", "_fast_forward",
+                                                 "_fast_backward")}  # fmt: skip
+    methods = {name: fn_cls.__dict__[name] for name in ("forward", "backward")}
+    try:
+        for name, fn in saved.items():
+            setattr(ce, name, timed_copy(ce, fn, totals))
+        for name, fn in methods.items():
+            setattr(fn_cls, name, staticmethod(timed_copy(ce, fn, totals)))
+        for _ in range(50):
+            torch.autograd.grad(ce.parallel_cross_entropy(x, t, reduce_loss=True), x)
+        totals.clear()
+        for _ in range(calls):
+            torch.autograd.grad(ce.parallel_cross_entropy(x, t, reduce_loss=True), x)
+        torch.cuda.synchronize()
+    finally:
+        for name, fn in saved.items():
+            setattr(ce, name, fn)
+        for name, fn in methods.items():
+            setattr(fn_cls, name, fn)
+    source = open(ce.__file__).read().splitlines()
+    return [(ns / calls / 1e3, name, line, source[line - 1].strip()) for (name, line), ns in totals.items()]
+
+
 class _NoOp(torch.autograd.Function):
     """A Python autograd function with our function's arguments that does nothing."""
 
     grad: torch.Tensor | None = None  # the gradient it hands back, set before use
 
     @staticmethod
-    def forward(ctx: Any, x: torch.Tensor, t: torch.Tensor, *rest: Any) -> torch.Tensor:
+    def forward(ctx: Any, x: torch.Tensor, t: torch.Tensor, opts: tuple[Any, ...]) -> torch.Tensor:
         return x.new_empty(())
 
     @staticmethod
     def backward(ctx: Any, grad: torch.Tensor) -> tuple[Any, ...]:
-        return (_NoOp.grad,) + (None,) * 6
+        return _NoOp.grad, None, None
 
 
 @triton.jit
@@ -222,7 +311,7 @@ def layers(mod: Any, label: str, x: torch.Tensor, t: torch.Tensor) -> list[tuple
         name = k.fn.__name__
         jit_launch = partial(lambda k, g, a, kw: k[g](*a, **kw), k, grid, args, kwargs)
         out.append((f"{label}:   launch {name} via JIT", host_us(jit_launch)))
-        direct = direct_launcher(k, grid, args, kwargs, True)
+        direct = direct_launcher(k, grid, args, kwargs, True, mod)
         out.append((f"{label}:   launch {name} direct", host_us(direct)))
     out.append((f"{label}:   launches per fwd+bwd", float(len(rec.calls))))
     return out
@@ -235,7 +324,7 @@ def pieces(x: torch.Tensor, t: torch.Tensor) -> list[tuple[str, float]]:
     dev = x.device
     small = torch.randn(16, device="cuda", requires_grad=True)
     g16 = torch.ones(16, device="cuda")
-    noop_args = (x, t, 0.0, True, -100, False, None)
+    noop_args = (x, t, (0.0, True, -100, False, None))
     _NoOp.grad = torch.zeros_like(xd)
     env = os.environ.get
     grad = torch.autograd.grad
@@ -253,7 +342,7 @@ def pieces(x: torch.Tensor, t: torch.Tensor) -> list[tuple[str, float]]:
         ("torch.empty(()) fp32", host_us(lambda: torch.empty((), dtype=torch.float32, device=dev))),
         ("torch.empty_like(logits)", host_us(lambda: torch.empty_like(xd))),
         ("tensor.data_ptr()", host_us(lambda: xd.data_ptr())),
-        ("no-op autograd.Function fwd+bwd (7 args)", host_us(lambda: grad(_NoOp.apply(*noop_args), x))),
+        ("no-op autograd.Function fwd+bwd (3 args)", host_us(lambda: grad(_NoOp.apply(*noop_args), x))),
         ("no-op autograd.Function forward", host_us(lambda: _NoOp.apply(*noop_args))),
         ("C++ op fwd+bwd (mul, autograd.grad)", host_us(lambda: grad(small.mul(2.0), small, g16))),
         ("empty Triton kernel, JIT launch", host_us(lambda: _noop_kernel[(1,)](small))),
@@ -267,6 +356,7 @@ def main() -> None:
     parser.add_argument("--baseline", help="an earlier version's module, e.g. ce_baseline_ops.cross_entropy")
     parser.add_argument("--out", help="also write the tables to this file")
     parser.add_argument("--profile", action="store_true", help="cProfile and torch.profiler tables too")
+    parser.add_argument("--lines", action="store_true", help="host time of each line of our eager path too")
     args = parser.parse_args()
     torch.manual_seed(0)
     say(f"{torch.cuda.get_device_name()} torch {torch.__version__} triton {triton.__version__}")
@@ -335,6 +425,14 @@ def main() -> None:
     for name, us in jit_breakdown(k, grid, a, kw):
         say(f"{name:50s} {us:8.1f}")
 
+    if args.lines:
+        say("\n# host us per call of each line of our eager path, in forward+backward calls")
+        rows = line_times(x, t)
+        for us, name, line, code in rows:
+            if us >= 0.05:
+                say(f"{us:7.2f}  {name:22s} {line:5d}  {code[:80]}")
+        entry = sum(us for us, name, _, _ in rows if name in ("parallel_cross_entropy", "backward"))
+        say(f"{entry:7.2f}  (parallel_cross_entropy and backward, what they call included)")
     if args.profile:
         prof = cProfile.Profile()
         prof.enable()
