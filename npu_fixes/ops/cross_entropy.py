@@ -367,7 +367,7 @@ def _launcher(compiled: Any) -> tuple[Any, tuple[Any, ...]]:
         except Exception:  # noqa: BLE001 - any surprise: through run
             direct = False
         _C_LAUNCH[cls] = direct
-    if direct and not run.global_scratch_size and not run.profile_scratch_size and callable(run.launch):
+    if direct and not run.global_scratch_size and not run.profile_scratch_size:
         head = (compiled.function, run.launch_cooperative_grid, run.launch_pdl, None, None)
         return run.launch, head + (compiled.packed_metadata, None, None, None)
     return run, (compiled.function, compiled.packed_metadata, None, None, None)
