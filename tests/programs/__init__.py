@@ -80,3 +80,15 @@ def before_and_after(fix, mod, battery) -> tuple[dict, object]:
     result["probe_after"] = [probe.defective, probe.detail]
     result["after"] = battery()
     return result, patcher
+
+
+def method_before_and_after(fix, mod, cls, name: str, battery) -> dict:
+    """:func:`before_and_after` for a fix that replaces method ``name`` of ``cls``, then the
+    install undone: also whether the install replaced the method (``patched``) and the
+    restore put the original back (``restored``)."""
+    original = vars(cls)[name]
+    result, patcher = before_and_after(fix, mod, battery)
+    result["patched"] = vars(cls)[name] is not original
+    patcher.restore()
+    result["restored"] = vars(cls)[name] is original
+    return result

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import itertools
 
-from tests.programs import before_and_after, host_load, main
+from tests.programs import host_load, main, method_before_and_after
 from tests.programs.rank_mismatch import generated
 
 TREES = {"x": [("x", 0, False)], "x+r": [("x", 0, False), ("r0_", 1, True)],
@@ -147,12 +147,8 @@ def indexing(location: str, genuine: bool) -> dict:
     from npu_fixes.fixes import constant_index_shape as fix
 
     K = mod.NPUTritonKernel
-    original = vars(K)["indexing"]
     classes = stand_ins(K)
-    result, patcher = before_and_after(fix, mod, lambda: battery(mod, classes))
-    result["patched"] = vars(K)["indexing"] is not original
-    patcher.restore()
-    result["restored"] = vars(K)["indexing"] is original
+    result = method_before_and_after(fix, mod, K, "indexing", lambda: battery(mod, classes))
     if genuine:
         result["codegen"] = generated(mod, PROGRAMS, fix)
     return result

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import itertools
 
-from tests.programs import before_and_after, host_load, main
+from tests.programs import host_load, main, method_before_and_after
 
 X = {  # x tree: node names, mapped, scalar odometer, tensor slot
     "free1": (["x0"], (), (), 0), "free2": (["x0", "x1"], (), (), 0),
@@ -208,12 +208,7 @@ def ndim(location: str, genuine: bool) -> dict:
     mod = host_load(location).modules["codegen.triton"]
     from npu_fixes.fixes import rank_mismatch as fix
 
-    K = mod.NPUTritonKernel
-    original = vars(K)["triton_tensor_ndim"]
-    result, patcher = before_and_after(fix, mod, lambda: battery(mod))
-    result["patched"] = vars(K)["triton_tensor_ndim"] is not original
-    patcher.restore()
-    result["restored"] = vars(K)["triton_tensor_ndim"] is original
+    result = method_before_and_after(fix, mod, mod.NPUTritonKernel, "triton_tensor_ndim", lambda: battery(mod))
     if genuine:
         result["codegen"] = generated(mod, PROGRAMS, fix)
     return result
