@@ -13,8 +13,10 @@ CPU, triton 3.6.0, npu_fixes); a row differs only in the torch_npu on ``PYTHONPA
   (``tests/prefix_copies.py``).
 
 Installed rows run ``tests/test_matrix.py``; genuine rows then run upstream's own regression
-tests as a peer suite (``tests/upstream_peer.py``). ``bash scripts/test.sh`` runs every row; a
-maintainer runs one with ``.venv/bin/nox -s genuine-8bfbb9ed1`` (``-l`` lists them).
+tests as a peer suite (``tests/upstream_peer.py``). ``bash scripts/test.sh`` runs ``none``
+(pytest-xdist over every core), then the rows tagged ``matrix`` side by side; a maintainer
+runs one with ``.venv/bin/nox -s genuine-8bfbb9ed1`` (``-l`` lists them). For development,
+``nox -s unit`` (the in-process unit level) and ``nox -s fix -- <name>`` (one fix's tests).
 """
 
 from __future__ import annotations
@@ -53,7 +55,7 @@ def installed(session: nox.Session, version: str, site: Path) -> Path:
 
 
 def run_matrix(session: nox.Session, row: str, site: Path) -> None:
-    session.run(PY, "-m", "pytest", "tests/test_matrix.py", *session.posargs,
+    session.run(PY, "-m", "pytest", "-p", "no:cacheprovider", "tests/test_matrix.py", *session.posargs,
                 env={"PYTHONPATH": str(site), "TORCH_DEVICE_BACKEND_AUTOLOAD": "0",
                      "NPU_FIXES_MATRIX_ROW": row})
 
@@ -70,10 +72,36 @@ def run_upstream_peer(session: nox.Session, row: str, site: Path) -> None:
                      "NPU_FIXES_MATRIX_ROW": row})
 
 
+#: pytest-xdist over every core, a test module's tests on one worker (they share
+#: module-scoped program runs).
+PARALLEL = ("-n", "auto", "--dist", "loadfile")
+
+
 @nox.session(name="none", python=False)
 def none(session: nox.Session) -> None:
     """torch_npu absent: the full suite (gpu-marked tests deselected)."""
-    session.run(PY, "-m", "pytest", "-m", "not gpu", "tests", *session.posargs)
+    session.run(PY, "-m", "pytest", *PARALLEL, "-m", "not gpu", "tests", *session.posargs)
+
+
+@nox.session(python=False, default=False)
+def unit(session: nox.Session) -> None:
+    """The shim's and the fixes' in-process unit level: no test program, no GPU, not the
+    cross entropy kernels (``tests/ops``: minutes in Triton's interpreter)."""
+    session.run(PY, "-m", "pytest", *PARALLEL, "-m", "not gpu and not program", "--ignore", "tests/ops",
+                "tests", *session.posargs)
+
+
+@nox.session(python=False, default=False)
+def fix(session: nox.Session) -> None:
+    """One fix's tests (torch_npu absent): ``nox -s fix -- launch-grid [pytest args]``."""
+    if not session.posargs:
+        session.error("name the fix: nox -s fix -- launch-grid (npu-fixes status lists them)")
+    name, *rest = session.posargs
+    tests = REPO / "tests" / "fixes" / f"test_{name.replace('-', '_')}.py"
+    if not tests.is_file():
+        known = sorted(p.stem[5:].replace("_", "-") for p in tests.parent.glob("test_*.py"))
+        session.error(f"no tests for a fix named {name!r}; known: {', '.join(known)}")
+    session.run(PY, "-m", "pytest", *PARALLEL, "-m", "not gpu", str(tests), *rest)
 
 
 def wheel_row(version: str):
@@ -110,8 +138,8 @@ def prefix_row(defect: str):
 
 
 for _version in PINNED:
-    nox.session(wheel_row(_version), name=f"wheel-{_version}", python=False)
+    nox.session(wheel_row(_version), name=f"wheel-{_version}", python=False, tags=["matrix"])
 for _state in (*genuine_states.COMMITS, genuine_states.OWN_TREE):
-    nox.session(genuine_row(_state), name=f"genuine-{_state}", python=False)
+    nox.session(genuine_row(_state), name=f"genuine-{_state}", python=False, tags=["matrix"])
 for _defect in genuine_states.FIVE:
-    nox.session(prefix_row(_defect), name=f"prefix-{_defect}", python=False)
+    nox.session(prefix_row(_defect), name=f"prefix-{_defect}", python=False, tags=["matrix"])

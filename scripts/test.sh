@@ -1,13 +1,33 @@
 #!/usr/bin/env bash
 # Set up everything on a fresh machine and run the tests: every row of the pinned-version
-# matrix in noxfile.py (torch_npu absent with the full suite; each pinned wheel; each
-# genuine upstream state of the backend; each pre-fix copy). One row at a time:
-# `.venv/bin/nox -s genuine-8bfbb9ed1` (`-l` lists the rows).
+# matrix in noxfile.py. First `none` (torch_npu absent, the full suite, pytest-xdist over
+# every core), then the rows tagged `matrix` (each pinned wheel, each genuine upstream state
+# of the backend, each pre-fix copy), as many at once as there are cores, each row's output
+# printed when it ends. One row at a time: `.venv/bin/nox -s genuine-8bfbb9ed1` (`-l` lists
+# the rows).
 # Usage: bash scripts/test.sh [extra pytest args: then only the "none" row runs, with them]
 set -euo pipefail
 cd "$(dirname "$0")/.."
 source scripts/setup.sh
+NOX=("$VENV/bin/nox" -f noxfile.py)
 if [ "$#" -gt 0 ]; then
-  exec "$VENV/bin/nox" -f noxfile.py -s none -- "$@"
+  exec "${NOX[@]}" -s none -- "$@"
 fi
-exec "$VENV/bin/nox" -f noxfile.py
+"${NOX[@]}" -s none
+LOGS=.cache/logs
+rm -rf "$LOGS" && mkdir -p "$LOGS"
+"${NOX[@]}" -t matrix -l --json 2>/dev/null \
+  | "$PY" -c 'import json, sys; print("\n".join(s["session"] for s in json.load(sys.stdin)))' > "$LOGS/rows"
+echo "matrix rows, $(nproc) at a time: $(tr '\n' ' ' < "$LOGS/rows")"
+xargs -P "$(nproc)" -I{} sh -c '"$0" -f noxfile.py -s "$1" > "$2/$1.log" 2>&1; echo $? > "$2/$1.rc"' \
+  "$VENV/bin/nox" {} "$LOGS" < "$LOGS/rows"
+failed=()
+while read -r row; do
+  cat "$LOGS/$row.log"
+  [ "$(cat "$LOGS/$row.rc" 2>/dev/null)" = 0 ] || failed+=("$row")
+done < "$LOGS/rows"
+if [ "${#failed[@]}" -gt 0 ]; then
+  echo "matrix rows failed: ${failed[*]} (logs in $LOGS)" >&2
+  exit 1
+fi
+echo "all matrix rows passed: $(wc -l < "$LOGS/rows")"

@@ -2,16 +2,21 @@
 
 from __future__ import annotations
 
+import atexit
+import inspect
 import json
 import os
 import subprocess
 import sys
+import tempfile
 import textwrap
 from collections.abc import Sequence
 from pathlib import Path
 
 import pytest
 import torch
+
+from tests import forkserver
 
 # Without a CUDA GPU, Triton kernels run in its interpreter. Set here, before anything
 # (collection included) imports triton: Triton decides at import and @triton.jit time.
@@ -24,14 +29,50 @@ PINNED = ("2.12.0.post3", "2.13.0", "2.14.0")
 FIXED_UPSTREAM = ("2.13.0", "2.14.0")
 
 
+#: The helpers below that start a program in an interpreter of its own.
+PROGRAM_RUNNERS = frozenset({"run_program", "run_python", "cli"})
+
+
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
-    """Tests marked ``gpu`` are skipped where no CUDA GPU is present."""
+    """Tests that run a program in an interpreter of their own get the ``program`` marker
+    (``-m "not program"`` is the in-process unit level); tests marked ``gpu`` are skipped
+    where no CUDA GPU is present."""
+    program = pytest.mark.program
+    for item in items:
+        if _runs_programs(item):
+            item.add_marker(program)
     if torch.cuda.is_available():
         return
     skip = pytest.mark.skip(reason="needs a CUDA GPU")
     for item in items:
         if item.get_closest_marker("gpu"):
             item.add_marker(skip)
+
+
+def _runs_programs(item: pytest.Item) -> bool:
+    """Whether the test function or one of its fixtures calls a ``PROGRAM_RUNNERS`` helper,
+    directly or through functions of its own module."""
+    info = getattr(item, "_fixtureinfo", None)
+    fixtures = [defs[-1].func for defs in (info.name2fixturedefs.values() if info else ()) if defs]
+    seen: set[object] = set()
+    return any(_calls_runner(func, seen) for func in [getattr(item, "function", None), *fixtures])
+
+
+def _calls_runner(func, seen: set[object]) -> bool:
+    if not inspect.isfunction(func) or func in seen:
+        return False
+    seen.add(func)
+    names: set[str] = set()
+    codes = [func.__code__]
+    while codes:
+        code = codes.pop()
+        names.update(code.co_names)
+        codes.extend(c for c in code.co_consts if inspect.iscode(c))
+    if names & PROGRAM_RUNNERS:
+        return True
+    local = [func.__globals__.get(n) for n in names]
+    return any(_calls_runner(f, seen) for f in local
+               if inspect.isfunction(f) and f.__module__ == func.__module__)
 
 
 def wheel_path(version: str) -> Path:
@@ -45,49 +86,85 @@ def wheel_path(version: str) -> Path:
     return found[0]
 
 
-def _run(argv: Sequence[str], env: dict[str, str] | None, check: bool,
-         path: Sequence[Path]) -> subprocess.CompletedProcess[str]:
-    """Run ``python ARGV`` in a fresh interpreter with ``path`` (first) and the repo importable."""
+def _base_env() -> dict[str, str]:
+    """The environment of every test program before its own additions."""
     # Switches of this process (NPU_FIXES*, the ops tests' TRITON_INTERPRET) stay here. So
     # does CI: with it set, PyTorch's make_fallback raises for ops that have a decomposition
     # (a check meant for PyTorch's own CI), and the backend's registration trips over it.
-    full_env = {k: v for k, v in os.environ.items()
-                if not k.startswith("NPU_FIXES") and k not in ("TRITON_INTERPRET", "CI")}
-    full_env["NPU_FIXES_WHEELS"] = str(WHEEL_DIR)
-    full_env["TORCH_DEVICE_BACKEND_AUTOLOAD"] = "0"
+    # So do COLUMNS and LINES (pytest-xdist sets them in its workers): a program's output
+    # is not a terminal's, and tables must not be cut to the width of the one running pytest.
+    env = {k: v for k, v in os.environ.items()
+           if not k.startswith("NPU_FIXES") and k not in ("TRITON_INTERPRET", "CI", "COLUMNS", "LINES")}
+    env["NPU_FIXES_WHEELS"] = str(WHEEL_DIR)
+    env["TORCH_DEVICE_BACKEND_AUTOLOAD"] = "0"
+    return env
+
+
+_SERVER: forkserver.ForkServer | None = None
+
+
+def _forked(argv: Sequence[str], env: dict[str, str], timeout: float) -> subprocess.CompletedProcess[str]:
+    """``python ARGV`` as a child of this process's fork server (started on first use)."""
+    global _SERVER
+    server_env = {k: v for k, v in _base_env().items() if k != "PYTHONPATH"}
+    if _SERVER is None or not forkserver.forkable(server_env, _SERVER.env):
+        if _SERVER is not None:
+            _SERVER.stop()
+        _SERVER = forkserver.ForkServer(server_env, str(REPO))
+        atexit.register(_SERVER.stop)
+    with tempfile.TemporaryDirectory(prefix="npu-fixes-program-") as tmp:
+        out, err = os.path.join(tmp, "stdout"), os.path.join(tmp, "stderr")
+        code = _SERVER.run(argv, env, str(REPO), out, err, timeout)
+        return subprocess.CompletedProcess([sys.executable, *argv], code,
+                                           Path(out).read_text(errors="replace"),
+                                           Path(err).read_text(errors="replace"))
+
+
+def _run(argv: Sequence[str], env: dict[str, str] | None, check: bool,
+         path: Sequence[Path], fresh: bool) -> subprocess.CompletedProcess[str]:
+    """Run ``python ARGV`` with ``path`` (first) and the repo importable: forked from the fork
+    server (``tests/forkserver.py``: torch already imported) unless ``fresh`` is asked for or
+    ``env`` sets a variable read at import time, then in a fresh interpreter."""
+    full_env = _base_env()
     full_env["PYTHONPATH"] = os.pathsep.join(
         filter(None, [*map(str, path), str(REPO), os.environ.get("PYTHONPATH")]))
     full_env.update(env or {})
-    proc = subprocess.run(
-        [sys.executable, *argv], capture_output=True, text=True, env=full_env, cwd=REPO, timeout=600,
-    )
+    if not fresh and forkserver.forkable(full_env, _base_env()):
+        proc = _forked(argv, full_env, timeout=600)
+    else:
+        proc = subprocess.run(
+            [sys.executable, *argv], capture_output=True, text=True, env=full_env, cwd=REPO, timeout=600,
+        )
     if check and proc.returncode != 0:
         raise AssertionError(f"subprocess failed ({proc.returncode}):\n{proc.stdout}\n{proc.stderr}")
     return proc
 
 
 def run_python(code: str, env: dict[str, str] | None = None, check: bool = True,
-               path: Sequence[Path] = ()) -> subprocess.CompletedProcess[str]:
-    """Run the one-line ``code`` (``python -c``) in a fresh interpreter."""
-    return _run(["-c", textwrap.dedent(code)], env, check, path)
+               path: Sequence[Path] = (), fresh: bool = False) -> subprocess.CompletedProcess[str]:
+    """Run the one-line ``code`` (``python -c``) in an interpreter of its own (see ``_run``)."""
+    return _run(["-c", textwrap.dedent(code)], env, check, path, fresh)
 
 
 def run_program(module: str, program: str, env: dict[str, str] | None = None,
-                check: bool = True, path: Sequence[Path] = (), **kwargs):
-    """Run ``program`` of ``tests.programs.<module>`` with ``kwargs`` in a fresh interpreter.
-    With ``check`` (the default) it must succeed and its JSON result is returned; without,
-    the completed process is."""
+                check: bool = True, path: Sequence[Path] = (), fresh: bool = False, **kwargs):
+    """Run ``program`` of ``tests.programs.<module>`` with ``kwargs`` in an interpreter of
+    its own: forked from the fork server, or a fresh one where ``fresh`` (the point of the
+    test is a process that has imported nothing yet; see ``_run``). With ``check`` (the
+    default) it must succeed and its JSON result is returned; without, the completed
+    process is."""
     proc = _run(["-m", f"tests.programs.{module}", program, json.dumps(kwargs, default=str)],
-                env, check, path)
+                env, check, path, fresh)
     return last_json(proc) if check else proc
 
 
 def cli(*args: str, env: dict[str, str] | None = None, path: Sequence[Path] = (),
-        setup: str | None = None) -> subprocess.CompletedProcess[str]:
-    """Run ``npu-fixes ARGS`` in a fresh interpreter, after the program ``setup``
-    ("module:program" of tests.programs) where given; its exit status is the caller's to
-    check."""
-    return run_program("cli", "run", env=env, check=False, path=path, argv=list(args), setup=setup)
+        setup: str | None = None, fresh: bool = False) -> subprocess.CompletedProcess[str]:
+    """Run ``npu-fixes ARGS`` in an interpreter of its own (see ``run_program``), after the
+    program ``setup`` ("module:program" of tests.programs) where given; its exit status is
+    the caller's to check."""
+    return run_program("cli", "run", env=env, check=False, path=path, fresh=fresh, argv=list(args),
+                       setup=setup)
 
 
 def last_json(proc: subprocess.CompletedProcess[str]):

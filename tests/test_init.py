@@ -8,12 +8,12 @@ HEAVY = ["torch", "torch_npu", "triton", "sympy"]
 
 
 def test_import_imports_neither_torch_nor_torch_npu():
-    res = run_program("init", "lazy_import", heavy=HEAVY)
+    res = run_program("init", "lazy_import", fresh=True, heavy=HEAVY)
     assert res == {"heavy": [], "armed": True, "states": ["pending"]}
 
 
 def test_master_switch_imports_nothing_else():
-    res = run_program("init", "imports_added", env={"NPU_FIXES": "0"})
+    res = run_program("init", "imports_added", env={"NPU_FIXES": "0"}, fresh=True)
     import sys
 
     third_party = [n for n in res if n.split(".")[0] not in sys.stdlib_module_names]

@@ -1,0 +1,178 @@
+"""A fork server for the test programs: pay for ``import torch`` once, not per program.
+
+Run as a script by :class:`ForkServer`, it imports torch, sympy and stock Inductor (never
+torch_npu, npu_fixes, wrapt or the tests' own packages), then forks one child per request.
+The child becomes what ``python -m MODULE ARGS`` (or ``python -c CODE``) would be: the
+requested environment, working directory, ``sys.path`` (its ``PYTHONPATH`` first) and
+``sys.argv``, stdout and stderr in files, and at the end what interpreter exit does
+(thread pools stopped, non-daemon threads joined, atexit handlers run) and the exit
+status of a fresh interpreter (1 and a traceback for an uncaught exception). What it
+cannot be is an interpreter in which torch was never imported: tests whose point is the
+import order, the ``.pth`` autoload or what importing npu_fixes pulls in ask for a fresh
+interpreter instead, and so does any request whose environment differs from the server's
+in a variable read at import time (only ``FORKABLE_ENV`` may differ).
+
+Protocol, one JSON line each way: a request ``{"argv", "env", "cwd", "stdout", "stderr"}``
+is answered with ``{"pid"}`` once forked and ``{"returncode"}`` once the child ended.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import select
+import subprocess
+import sys
+from collections.abc import Sequence
+
+#: Environment variables a forked child may set differently from the server: each is read
+#: when used, not when torch, sympy or Inductor are imported (npu_fixes, which reads the
+#: NPU_FIXES switches at its import, is never imported by the server). Not TRITON_INTERPRET:
+#: Triton's language module, imported by the server, is set up for compiled kernels.
+FORKABLE_ENV = ("PYTHONPATH", "TORCHINDUCTOR_CACHE_DIR")
+#: What the server imports before it forks: the bulk of a program's start-up.
+PRELOAD = ("torch", "sympy", "torch._inductor.lowering", "torch._inductor.codegen.triton",
+           "torch._inductor.runtime.triton_heuristics", "torch._inductor.loop_body")
+
+
+def forkable(env: dict[str, str], server_env: dict[str, str]) -> bool:
+    """Whether a child with ``env`` can be forked from a server started with ``server_env``."""
+    return all(env.get(k) == server_env.get(k) for k in env.keys() | server_env.keys()
+               if not k.startswith("NPU_FIXES") and k not in FORKABLE_ENV)
+
+
+class ForkServer:
+    """Client side: starts the server with ``env`` on first use and runs requests on it."""
+
+    def __init__(self, env: dict[str, str], cwd: str) -> None:
+        self.env, self.cwd = dict(env), cwd
+        self.proc: subprocess.Popen | None = None
+
+    def start(self) -> None:
+        self.proc = subprocess.Popen([sys.executable, __file__], stdin=subprocess.PIPE,
+                                     stdout=subprocess.PIPE, env=self.env, cwd=self.cwd)
+        ready = self.proc.stdout.readline()
+        if ready != b"ready\n":
+            raise RuntimeError(f"fork server did not start (said {ready!r})")
+
+    def stop(self) -> None:
+        if self.proc is not None and self.proc.poll() is None:
+            self.proc.stdin.close()
+            self.proc.wait(timeout=30)
+        self.proc = None
+
+    def run(self, argv: Sequence[str], env: dict[str, str], cwd: str, stdout: str, stderr: str,
+            timeout: float) -> int:
+        """Run ``python ARGV`` forked, its output to the files ``stdout`` and ``stderr``;
+        return its exit status (negative: the signal that ended it). A child that runs past
+        ``timeout`` seconds is killed and :class:`subprocess.TimeoutExpired` raised."""
+        if self.proc is None or self.proc.poll() is not None:
+            self.start()
+        request = {"argv": list(argv), "env": env, "cwd": cwd, "stdout": stdout, "stderr": stderr}
+        self.proc.stdin.write(json.dumps(request).encode() + b"\n")
+        self.proc.stdin.flush()
+        pid = self._reply()["pid"]
+        ready, _, _ = select.select([self.proc.stdout], [], [], timeout)
+        if not ready:
+            os.kill(pid, 9)
+            self._reply()
+            raise subprocess.TimeoutExpired([sys.executable, *argv], timeout)
+        return self._reply()["returncode"]
+
+    def _reply(self) -> dict:
+        line = self.proc.stdout.readline()
+        if not line:
+            raise RuntimeError(f"fork server ended (status {self.proc.wait()})")
+        return json.loads(line)
+
+
+# -- server side -------------------------------------------------------------------------------
+
+
+def _child(request: dict, base_path: list[str]) -> None:
+    """Become ``python ARGV`` as requested; never returns."""
+    import atexit
+    import importlib
+    import runpy
+    import threading
+    import types
+
+    for fd, name in ((1, request["stdout"]), (2, request["stderr"])):
+        target = os.open(name, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644)
+        os.dup2(target, fd)
+        os.close(target)
+    os.chdir(request["cwd"])
+    os.environ.clear()
+    os.environ.update(request["env"])
+    argv = request["argv"]
+    first = "" if argv[0] == "-c" else os.getcwd()
+    extra = [p for p in request["env"].get("PYTHONPATH", "").split(os.pathsep) if p]
+    sys.path[:] = [first, *map(os.path.abspath, extra), *base_path]
+    importlib.invalidate_caches()
+    status = 0
+    try:
+        if argv[0] == "-c":
+            sys.argv = ["-c", *argv[2:]]
+            main = sys.modules["__main__"] = types.ModuleType("__main__")
+            exec(compile(argv[1], "<string>", "exec"), vars(main))
+        elif argv[0] == "-m":
+            sys.argv = [argv[1], *argv[2:]]  # runpy puts the module's file first
+            runpy.run_module(argv[1], run_name="__main__", alter_sys=True)
+        else:
+            raise ValueError(f"fork server runs -c and -m only, not {argv[0]!r}")
+    except SystemExit as exc:
+        status = _exit_status(exc.code)
+    except BaseException:
+        sys.excepthook(*sys.exc_info())
+        status = 1
+    # Interpreter exit, in its order: threading's exit hooks (thread pools stop their
+    # workers) and the join of non-daemon threads, then the atexit handlers.
+    threading._shutdown()
+    atexit._run_exitfuncs()
+    for stream in (sys.stdout, sys.stderr):
+        try:
+            stream.flush()
+        except (OSError, ValueError):
+            pass
+    os._exit(status)
+
+
+def _exit_status(code) -> int:
+    """The exit status of ``sys.exit(code)`` in a fresh interpreter."""
+    if code is None:
+        return 0
+    if isinstance(code, int):
+        return code & 0xFF
+    print(code, file=sys.stderr)
+    return 1
+
+
+def serve() -> None:
+    """Preload, then fork a child per request line on stdin until stdin closes."""
+    requests = os.fdopen(os.dup(0), "rb")
+    replies = os.fdopen(os.dup(1), "wb", buffering=0)
+    devnull = os.open(os.devnull, os.O_RDONLY)
+    os.dup2(devnull, 0)
+    os.dup2(2, 1)  # what the preloads print must not reach the protocol
+    os.close(devnull)
+    sys.path.pop(0)  # this file's folder: a program's first entry is its own
+    base_path = list(sys.path)
+    for name in PRELOAD:
+        __import__(name)
+    replies.write(b"ready\n")
+    for line in requests:
+        request = json.loads(line)
+        sys.stdout.flush()
+        sys.stderr.flush()
+        pid = os.fork()
+        if pid == 0:
+            requests.close()
+            replies.close()
+            _child(request, base_path)
+        replies.write(json.dumps({"pid": pid}).encode() + b"\n")
+        _, status = os.waitpid(pid, 0)
+        replies.write(json.dumps({"returncode": os.waitstatus_to_exitcode(status)}).encode() + b"\n")
+
+
+if __name__ == "__main__":
+    serve()
