@@ -36,7 +36,7 @@ def test_enable_never_touches_sitecustomize(tmp_path):
 def run_with_pth(tmp_path: Path, program: str, env=None) -> dict:
     """``program`` of tests/programs/autoload.py with the autoload .pth in ``tmp_path``."""
     _autoload.enable(tmp_path)
-    return run_program("autoload", program, env=env, site_dir=str(tmp_path))
+    return run_program("autoload", program, env=env, fresh=True, site_dir=str(tmp_path))
 
 
 def test_pth_arms_only_when_torch_imports(tmp_path):
@@ -57,15 +57,17 @@ def test_pth_never_hides_the_next_finder_from_import_torch(tmp_path):
     assert res["after"] is True
 
 
-def test_pth_respects_master_switch(tmp_path):
-    res = run_with_pth(tmp_path, "npu_fixes_after_torch", env={"NPU_FIXES": "0"})
+@pytest.mark.parametrize("word", ["0", "off", "false", "no", " Off "])
+def test_pth_respects_master_switch(tmp_path, word):
+    """Every word the switch parser reads as off (npu_fixes.shim.switches) keeps the .pth out."""
+    res = run_with_pth(tmp_path, "npu_fixes_after_torch", env={"NPU_FIXES": word})
     assert res["before"]["finders"] == 0 and res["after"] is False
 
 
 def test_pth_with_npu_fixes_missing_never_breaks_import_torch(tmp_path):
     # npu_fixes not importable (uninstalled, .pth left behind): torch still imports.
     _autoload.enable(tmp_path)
-    proc = run_program("autoload", "without_npu_fixes", check=False, site_dir=str(tmp_path))
+    proc = run_program("autoload", "without_npu_fixes", check=False, fresh=True, site_dir=str(tmp_path))
     assert proc.returncode == 0, proc.stderr
     assert "cannot import npu_fixes" in proc.stderr
     assert last_json(proc)["after"].startswith("2.")
@@ -73,7 +75,7 @@ def test_pth_with_npu_fixes_missing_never_breaks_import_torch(tmp_path):
 
 def test_example_sitecustomize_arms_without_importing_npu_fixes(tmp_path):
     (tmp_path / "sitecustomize.py").write_text((REPO / "examples" / "sitecustomize.py").read_text())
-    res = run_program("autoload", "example_sitecustomize", path=[tmp_path])
+    res = run_program("autoload", "example_sitecustomize", path=[tmp_path], fresh=True)
     assert res == [False, True]
 
 
@@ -90,7 +92,7 @@ def test_cli_autoload_commands(tmp_path):
 def test_pth_warning_remedy_works_without_npu_fixes(tmp_path):
     """Once npu-fixes is uninstalled there is no `npu-fixes` command: say what to delete."""
     path = _autoload.enable(tmp_path)
-    proc = run_program("autoload", "without_npu_fixes", check=False, site_dir=str(tmp_path))
+    proc = run_program("autoload", "without_npu_fixes", check=False, fresh=True, site_dir=str(tmp_path))
     assert proc.returncode == 0, proc.stderr
     assert f"delete {path} to remove this autoload" in proc.stderr
     assert "npu-fixes autoload disable" not in proc.stderr

@@ -176,17 +176,27 @@ def test_audit_symlink_loop_exits_2(tmp_path):
     assert proc.stderr.strip() == f"npu-fixes audit: {loop}: symbolic link loop"
 
 
+#: How the audited code ends the process: the code written, what the report then says.
+EXITS = {"SystemExit": ("raise SystemExit(7)\n", "SystemExit: 7"),
+         "os._exit": ("import os\nos._exit(7)\n", "AuditedCodeExited: os._exit(7)")}
+
+
+@pytest.mark.parametrize("how", EXITS)
 @pytest.mark.parametrize("where", ["codegen/triton.py", "version.py"])
-def test_audit_code_raising_systemexit_is_reported(tmp_path, where):
+def test_audit_code_ending_the_process_is_reported(tmp_path, where, how):
+    """SystemExit, and os._exit (which would end the audit with that status and no word),
+    in the audited tree: an error of that module (or of version.py), exit 1."""
+    code_written, said = EXITS[how]
     root = _tree("2.14.0", tmp_path)
     target = root / "torch_npu" / ("version.py" if where == "version.py" else
                                    f"_inductor/triton_experimental/{where}")
-    target.write_text("raise SystemExit(7)\n")
+    target.write_text(code_written)
     code, report = audit_json(root)
     assert code == 1, report
     rows = {f["name"]: f for f in report["fixes"]}
     if where == "version.py":
-        assert report["errors"] == ["torch_npu/version.py raised SystemExit: 7"]
+        assert len(report["errors"]) == 1, report["errors"]
+        assert report["errors"][0].startswith("torch_npu/version.py raised ") and said in report["errors"][0]
         assert report["torch_npu"]["version"] is None
         assert {(f["before"], f["after"]) for f in rows.values()} == {("fixed-upstream", "-")}
     else:  # the fixes of codegen.triton (and of modules importing it) cannot be examined
@@ -194,11 +204,25 @@ def test_audit_code_raising_systemexit_is_reported(tmp_path, where):
             if fix.module.endswith(".codegen.triton"):
                 assert rows[fix.name]["before"] == "error", rows[fix.name]
         errors = {n: f for n, f in rows.items() if f["before"] == "error"}
-        assert all("SystemExit: 7" in f["detail"] for f in errors.values()), errors
+        assert all(said in f["detail"] for f in errors.values()), errors
         assert {(f["before"], f["after"]) for n, f in rows.items() if n not in errors} == {
             ("fixed-upstream", "-")}
     proc = cli("audit", "--torch-npu", str(root))  # the table says so too
-    assert proc.returncode == 1 and "SystemExit: 7" in proc.stdout
+    assert proc.returncode == 1 and said in proc.stdout
+
+
+def test_audit_of_an_unknown_layout_is_an_error(tmp_path):
+    """The backend package is there but none of the modules the fixes act on (moved in a
+    future layout): not a clean audit of `absent` rows but an error, exit 1."""
+    root = _tree("2.14.0", tmp_path)
+    backend = root / "torch_npu" / "_inductor" / "triton_experimental"
+    for module in ("npu_triton_heuristics.py", "lowering.py", "overrides.py", "codegen/triton.py"):
+        (backend / module).rename(backend / module.replace(".py", "_moved.py"))
+    code, report = audit_json(root)
+    assert code == 1, report
+    assert len(report["errors"]) == 1 and report["errors"][0].startswith("unknown layout:"), report
+    proc = cli("audit", "--torch-npu", str(root))
+    assert proc.returncode == 1 and "unknown layout" in proc.stdout
 
 
 def test_audit_probe_raising_systemexit_is_an_error_row(tmp_path):

@@ -81,6 +81,22 @@ def test_patcher_restores_inherited_attribute_by_deleting(make_module):
     assert "make" not in vars(mod.Sub) and mod.Sub().make(3) == 6
 
 
+def test_patcher_restore_scope_undoes_one_fix_only(make_module):
+    mod = importlib.import_module(make_module("pt_scope", TARGET_SOURCE))
+    original = mod.decide
+    patcher = Patcher()
+    with patcher.scope("a"):
+        patcher.wrap(mod, "decide", lambda w, inst, a, k: "a")
+        patcher.add(mod, "extra_a", 1)
+    with patcher.scope("b"):
+        b_handle = patcher.wrap(mod, "decide", lambda w, inst, a, k: ("b", w(*a, **k)))
+    assert mod.decide(5) == ("b", "a")
+    assert patcher.restore_scope("a") == 2
+    assert not hasattr(mod, "extra_a") and mod.decide is b_handle and mod.decide(5) == ("b", True)
+    assert patcher.restore_scope("a") == 0 and len(patcher) == 1
+    assert patcher.restore() == 1 and mod.decide is original
+
+
 def test_patcher_add_is_deleted_by_restore(make_module):
     mod = importlib.import_module(make_module("pt_add", TARGET_SOURCE))
     original = mod.decide

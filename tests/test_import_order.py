@@ -12,12 +12,17 @@ from tests.conftest import FIXED_UPSTREAM, backend_targets, run_program, wheel_p
 ORDERS = ("npu_fixes-first", "torch-first", "after-load", "after-activation", "autoload-pth")
 
 
+#: The orders whose point is a process that has not imported torch yet: a fresh interpreter.
+#: The others import torch before npu_fixes anyway: a child of the fork server.
+BEFORE_TORCH = ("npu_fixes-first", "autoload-pth")
+
+
 def run_order(order: str, location, tmp_path) -> dict:
-    """``order``'s end state (tests/programs/import_order.py) in a fresh interpreter."""
+    """``order``'s end state (tests/programs/import_order.py)."""
     if order == "autoload-pth":
         _autoload.enable(tmp_path)
-    return run_program("import_order", "end_state", order=order, location=location,
-                       targets=backend_targets(), site_dir=str(tmp_path))
+    return run_program("import_order", "end_state", fresh=order in BEFORE_TORCH, order=order,
+                       location=location, targets=backend_targets(), site_dir=str(tmp_path))
 
 
 @pytest.mark.parametrize("version", FIXED_UPSTREAM)
@@ -54,7 +59,38 @@ def test_genuine_state_same_state_every_order(genuine, state, tmp_path):
 def test_backend_reload_gets_the_repairs_again(genuine):
     """``importlib.reload`` of the launcher module of a pre-fix state: the fresh code is
     repaired again at once, and status() says so only because the probes agree."""
-    res = run_program("import_order", "reload_launcher", location=genuine("8bfbb9ed1"))
+    res = run_program("import_order", "reload_launcher", fresh=True, location=genuine("8bfbb9ed1"))
     assert res["new_class"] is True
     assert res["launch-grid"] == ["applied", False] and res["boundary-downcast"] == ["applied", False]
     assert res["undone"] >= 2 and res["grid_after_undo"] is True  # undo reaches the reloaded code
+
+
+def test_reloading_each_backend_module_keeps_status_truthful(genuine):
+    """At 8bfbb9ed1, each target module reloaded in turn: every fix applied at the load is
+    applied again on the fresh code (its probe no longer sees the defect), never judged on
+    a leftover of its earlier repair; after undo() each says ``undone`` and the defect is
+    back."""
+    from npu_fixes.tools.host import BACKEND_MODULES
+
+    res = run_program("import_order", "reload_each", location=genuine("8bfbb9ed1"),
+                      modules=list(BACKEND_MODULES))
+    applied = res["applied"]
+    assert len(applied) >= 5, res["load"]
+    for short, after in res["reloads"].items():
+        assert after["states"] == res["load"], short
+        assert after["defective"] == dict.fromkeys(applied, False), short
+    assert {n: res["undone"]["states"][n] for n in applied} == dict.fromkeys(applied, "undone")
+    assert res["undone"]["defective"] == dict.fromkeys(applied, True)
+
+
+@pytest.mark.parametrize("where", ["wheel:2.13.0", "wheel:2.14.0", "genuine:bafc50684", "genuine:8bfbb9ed1"])
+def test_probes_leave_inductor_registries_and_modules_as_found(genuine, where):
+    """Deciding every backend fix (probes that build a real GraphLowering among them) leaves
+    Inductor's device registries, its once-per-process registration and the imported
+    torch_npu modules as they were, so a plugin registering where none is registered still
+    does; with fixes needed (8bfbb9ed1) as well as none (the wheels, bafc50684)."""
+    kind, _, name = where.partition(":")
+    res = run_program("import_order", "traces", location=wheel_path(name) if kind == "wheel" else genuine(name))
+    assert res["same"] == {"registries": True, "registered": True, "torch_npu": True}, res
+    assert res["added"] == [] and res["plugin_registered"] is True, res
+    assert ("applied" in res["states"]) is (name == "8bfbb9ed1"), res["states"]

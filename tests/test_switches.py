@@ -49,15 +49,32 @@ def test_other_values_warn_once_and_keep_the_default(caplog, name, value, defaul
 
 
 def test_master_off_by_word_imports_nothing_more():
-    res = run_program("switches", "master_off_imports", env={"NPU_FIXES": "off"})
+    res = run_program("switches", "master_off_imports", env={"NPU_FIXES": "off"}, fresh=True)
     assert res == {"loaded": [], "states": ["disabled"]}
 
 
 def test_switched_on_again_every_fix_is_decided_afresh():
-    res = run_program("switches", "switched_on_again", env={"NPU_FIXES": "0"})
+    res = run_program("switches", "switched_on_again", env={"NPU_FIXES": "0"}, fresh=True)
     assert res == ["disabled", "pending"]
 
 
 def test_unrecognised_master_value_warns_at_import():
-    proc = run_python("import npu_fixes", env={"NPU_FIXES": "maybe"})
+    proc = run_python("import npu_fixes", env={"NPU_FIXES": "maybe"}, fresh=True)
     assert "NPU_FIXES='maybe' is not a switch value" in proc.stderr
+
+
+def test_switching_off_at_run_time_keeps_status_truthful(genuine):
+    """At f8802037a: NPU_FIXES=0 set after the repairs went in removes none of them (the
+    switches act on what is decided next; undo() removes the repairs), so status() says
+    ``applied`` while they are there and ``disabled`` for the rest; NPU_FIXES=1 and apply()
+    keep the repairs without probing our own wrappers and decide the rest afresh; undo()
+    leaves ``undone`` with the defect back."""
+    res = run_program("switches", "switched_at_run_time", location=genuine("f8802037a"))
+    applied = res["applied"]
+    assert applied, res["import"]
+    assert res["defective_at_import"] == dict.fromkeys(applied, False)
+    assert res["switched_off"] == {n: "applied" if n in applied else "disabled" for n in res["import"]}
+    assert res["applied_again"] == res["import"]
+    assert res["defective_applied_again"] == dict.fromkeys(applied, False)
+    assert {n: res["undone"][n] for n in applied} == dict.fromkeys(applied, "undone")
+    assert res["defective_undone"] == dict.fromkeys(applied, True)

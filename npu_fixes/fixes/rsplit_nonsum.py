@@ -90,12 +90,10 @@ def _accepts(module: types.ModuleType, kernel: Any) -> bool:
 
 def probe(module: types.ModuleType) -> Probe:
     """Ask the live predicate about the stand-in kernel as an OUTER ``max`` (the ``sum``
-    form is asked too, for the detail only)."""
-    try:
-        accepts_max = _accepts(module, stand_in_kernel(module, "max"))
-        accepts_sum = _accepts(module, stand_in_kernel(module, ADDITIVE))
-    except Exception as exc:  # noqa: BLE001 - a predicate we cannot ask is left alone
-        return Probe(False, f"{TARGET} raised {type(exc).__name__} on the stand-in kernel: left alone")
+    form is asked too, for the detail only). A predicate that raises makes the probe raise:
+    the registry reports the fix ``failed`` (the audit an error) and leaves the target alone."""
+    accepts_max = _accepts(module, stand_in_kernel(module, "max"))
+    accepts_sum = _accepts(module, stand_in_kernel(module, ADDITIVE))
     if accepts_max:
         return Probe(True, f"{TARGET} accepts an OUTER max kernel: its partials would be added")
     control = "accepts" if accepts_sum else "also rejects"

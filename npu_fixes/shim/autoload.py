@@ -2,14 +2,17 @@
 
 Standard library only. The ``.pth`` line is self-contained: it puts a tiny finder at
 the front of ``sys.meta_path`` that does nothing until ``torch`` starts importing; then
-it imports :mod:`npu_fixes`, which arms the real post-import hooks, and goes inert. It
-stays in ``sys.meta_path``: importlib is iterating that very list when the finder runs, so
-removing itself there would make importlib skip the next finder (another package's hook,
-an editable install's finder).
-Running the line twice is harmless (the finder is inserted once), ``NPU_FIXES=0``
-skips it, and an error while importing ``npu_fixes`` is logged, never raised into the
-user's ``import torch``; that warning's remedy (delete the ``.pth``) works without
-npu-fixes, which may be the very thing that was uninstalled.
+it goes inert, and torch's own loader imports :mod:`npu_fixes` (which arms the import
+hooks) just before torch's code runs. Not the finder itself: importlib calls finders with
+its global import lock held, and an import from there can deadlock against another
+thread's import. The finder stays in ``sys.meta_path``: importlib is iterating that very
+list when the finder runs, so removing itself there would make importlib skip the next
+finder (another package's hook, an editable install's finder).
+Running the line twice is harmless (the finder is inserted once), ``NPU_FIXES=0`` (or
+off/false/no, as :mod:`npu_fixes.shim.switches` reads it) skips it, and an error while
+importing ``npu_fixes`` is logged, never raised into the user's ``import torch``; that
+warning's remedy (delete the ``.pth``) works without npu-fixes, which may be the very
+thing that was uninstalled.
 """
 
 from __future__ import annotations
@@ -24,23 +27,51 @@ PTH_NAME = "npu_fixes-autoload.pth"
 
 FINDER_CODE = """\
 import os, sys
-if os.environ.get('NPU_FIXES', '').strip() != '0' and not any(
+if os.environ.get('NPU_FIXES', '').strip().lower() not in ('0', 'false', 'no', 'off') and not any(
         getattr(f, '_npu_fixes_autoload', False) for f in sys.meta_path):
     class _NpuFixesAutoload:
         _npu_fixes_autoload = True
         done = False
 
+        @staticmethod
+        def arm():
+            try:
+                import npu_fixes
+            except Exception as exc:
+                import logging
+                logging.getLogger('npu_fixes').warning(
+                    'npu_fixes autoload: cannot import npu_fixes (%s); %s', exc, __REMEDY__)
+
         @classmethod
         def find_spec(cls, name, path=None, target=None):
-            if name == 'torch' and not cls.done:
-                cls.done = True
-                try:
-                    import npu_fixes
-                except Exception as exc:
-                    import logging
-                    logging.getLogger('npu_fixes').warning(
-                        'npu_fixes autoload: cannot import npu_fixes (%s); %s', exc, __REMEDY__)
-            return None
+            if name != 'torch' or cls.done:
+                return None
+            cls.done = True
+            for finder in list(sys.meta_path):
+                find = None if finder is cls else getattr(finder, 'find_spec', None)
+                spec = find and find(name, path, target)
+                if spec is not None:
+                    break
+            else:
+                return None
+            if not hasattr(spec.loader, 'exec_module'):
+                cls.arm()
+                return spec
+            loader = spec.loader
+
+            class Arming:
+                def __getattr__(self, attr):
+                    return getattr(loader, attr)
+
+                def create_module(self, spec):
+                    return loader.create_module(spec)
+
+                def exec_module(self, module):
+                    module.__loader__ = module.__spec__.loader = loader
+                    cls.arm()
+                    loader.exec_module(module)
+            spec.loader = Arming()
+            return spec
     sys.meta_path.insert(0, _NpuFixesAutoload)
 """
 

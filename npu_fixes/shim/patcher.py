@@ -151,6 +151,16 @@ class Patcher:
         """Undo every change that still stands, newest first; return how many were undone."""
         return self.rollback(0)
 
+    def holds(self, name: str) -> bool:
+        """Whether a change of scope ``name`` (one fix) still stands."""
+        return any(k[0] == name and patch.still_ours() for k, patch in self._patches.items())
+
+    def restore_scope(self, name: str) -> int:
+        """Undo the changes of scope ``name`` (one fix) that still stand, newest first;
+        return how many were undone."""
+        keys = [k for k in self._patches if k[0] == name]
+        return sum(self._patches.pop(key).restore() for key in reversed(keys))
+
     def rollback(self, mark: int) -> int:
         """Undo the changes made since :meth:`mark` returned ``mark``, newest first; return
         how many still stood and were undone."""

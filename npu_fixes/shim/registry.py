@@ -14,22 +14,26 @@ from typing import Any
 from . import switches, versions
 from .fix import Fix, FixRecord, State, TargetMissing, resolve_owner
 from .patcher import Patcher
+from .pristine import left_as_found
 
 logger = logging.getLogger("npu_fixes")
 
 
-class _ReloadWatcher:
-    """Meta-path finder that sees ``importlib.reload`` of the fix modules (importlib passes
-    the module being reloaded as ``target``; a first import passes None, and wrapt's
-    post-import hooks cover that) and calls ``callback(module)`` once its code ran again.
-    Everything else it leaves to the finders behind it."""
+class _ImportWatcher:
+    """Meta-path finder that sees the fix modules import or reload (``importlib.reload``
+    passes the module as ``target``) and calls ``callback(module)`` once their code ran.
+    It asks the finders behind it for the spec, with the parent's path importlib passed,
+    and never imports anything itself: importlib calls finders with its global import lock
+    held, and an import from there would wait for a package that another thread is still
+    importing, while that thread waits for the global lock (a deadlock). Every other name
+    it leaves to the finders behind it."""
 
     def __init__(self, names: set[str], callback: Callable[[ModuleType], None]) -> None:
         self.names, self.callback = names, callback
         self._busy = threading.local()
 
     def find_spec(self, name: str, path: Any = None, target: Any = None) -> Any:
-        if target is None or name not in self.names or getattr(self._busy, "on", False):
+        if name not in self.names or getattr(self._busy, "on", False):
             return None
         self._busy.on = True
         try:
@@ -45,7 +49,8 @@ class _ReloadWatcher:
 
 
 class _NotifyingLoader:
-    """A module's own loader that calls ``callback(module)`` after executing it."""
+    """A module's own loader that calls ``callback(module)`` after executing it. The module
+    and its spec get the real loader back before its code runs: only the import is ours."""
 
     def __init__(self, loader: Any, callback: Callable[[ModuleType], None]) -> None:
         self._loader, self._callback = loader, callback
@@ -57,6 +62,11 @@ class _NotifyingLoader:
         return self._loader.create_module(spec)
 
     def exec_module(self, module: ModuleType) -> None:
+        if getattr(module, "__loader__", None) is self:
+            module.__loader__ = self._loader
+        spec = getattr(module, "__spec__", None)
+        if spec is not None and spec.loader is self:
+            spec.loader = self._loader
         self._loader.exec_module(module)
         self._callback(module)
 
@@ -71,11 +81,11 @@ class Registry:
             fix.name: FixRecord(fix.name, State.PENDING, f"{fix.module}.{fix.patched[0]}")
             for fix in self.fixes.values()
         }
+        self._watched = frozenset(fix.module for fix in self.fixes.values())
         self._lock = threading.RLock()
         self._armed = False
-        self._hooks_registered: set[str] = set()
         self._warned_env = False
-        self._watcher: _ReloadWatcher | None = None
+        self._watcher: _ImportWatcher | None = None
 
     # -- environment -----------------------------------------------------------------
     def _switches(self) -> tuple[bool, set[str]]:
@@ -93,32 +103,28 @@ class Registry:
 
     # -- arming ------------------------------------------------------------------------
     def arm(self) -> None:
-        """Register post-import hooks; a fix applies when its module is (or was) imported."""
-        import wrapt
-
+        """Watch the fix modules' imports; a fix applies when its module is (or was) imported."""
         with self._lock:
             master_off, _ = self._switches()
-            if master_off:
-                for rec in self.records.values():
-                    rec.state, rec.detail = State.DISABLED, f"{switches.MASTER} is off"
+            if master_off:  # a repair (or guard) in place stays and says so, until undo()
+                for name, rec in self.records.items():
+                    if not self.patcher.holds(name):
+                        rec.state, rec.detail = State.DISABLED, f"{switches.MASTER} is off"
                 return
             for rec in self.records.values():  # switched on again: decided afresh
                 if rec.state is State.DISABLED:
                     rec.state, rec.detail = State.PENDING, ""
             self._armed = True
-            names = {fix.module for fix in self.fixes.values()}
-            if self._watcher is None:  # backend reloads get the repairs again
-                self._watcher = _ReloadWatcher(names, self._on_import)
+            if self._watcher is None:
+                self._watcher = _ImportWatcher(set(self._watched), self._on_import)
                 sys.meta_path.insert(0, self._watcher)
-            for module_name in names:
-                if module_name not in self._hooks_registered:
-                    self._hooks_registered.add(module_name)
-                    wrapt.register_post_import_hook(self._on_import, module_name)
-                elif module_name in sys.modules:
+            for module_name in sorted(self._watched):
+                if module_name in sys.modules:
                     self._on_import(sys.modules[module_name])
 
     def disarm(self) -> None:
-        """Stop reacting to imports (wrapt offers no unregister; the hook checks this flag)."""
+        """Stop reacting to imports (the watcher stays in ``sys.meta_path``: importlib may be
+        iterating it right now; the callback checks this flag)."""
         with self._lock:
             self._armed = False
 
@@ -135,8 +141,12 @@ class Registry:
         """Decide and record the state of ``fix`` for the loaded ``module``."""
         with self._lock:
             rec = self.records[fix.name]
-            if rec.state is State.APPLIED and self._targets_still_ours(fix, module):
-                return rec
+            if rec.state in (State.APPLIED, State.UPGRADE_NEEDED) and self._targets_still_ours(fix, module):
+                return rec  # our repair (or guard) is in place: never probe our own wrapper
+            # What is left of an earlier repair (a reload replaced only part of it, e.g. a
+            # wrapper on a torch class next to the reloaded module's function) goes first:
+            # the probe must judge upstream's code, not ours.
+            self.patcher.restore_scope(fix.name)
             torch_v, npu_v = versions.torch_version(), versions.torch_npu_version()
             rec.torch_version, rec.torch_npu_version = torch_v, npu_v
             state, detail = self._decide(fix, module, torch_v, npu_v)
@@ -181,7 +191,8 @@ class Registry:
         except Exception as exc:  # noqa: BLE001 - a changed target must never break imports
             return State.FAILED, f"target check raised {type(exc).__name__}: {exc}"
         try:
-            probe = fix.probe(module)
+            with left_as_found(self._watched):
+                probe = fix.probe(module)
         except Exception as exc:  # noqa: BLE001
             return State.FAILED, f"probe raised {type(exc).__name__}: {exc}"
         if not probe.defective:
@@ -198,7 +209,8 @@ class Registry:
             logger.warning("npu_fixes: %s: %s", fix.name, probe.detail)
             return State.UPGRADE_NEEDED, probe.detail
         try:  # `applied` only where the probe now sees the defect gone
-            after = fix.probe(module)
+            with left_as_found(self._watched):
+                after = fix.probe(module)
         except Exception as exc:  # noqa: BLE001
             self.patcher.rollback(mark)
             return State.FAILED, f"probe after install raised {type(exc).__name__}: {exc}"

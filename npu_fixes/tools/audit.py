@@ -5,14 +5,17 @@ code (``needed`` / ``fixed-upstream`` / ``absent`` / ``error``), then the needed
 are installed on the loaded code and probed again (``verified`` / ``still-broken``); a
 defect no run-time repair can fix is ``upgrade-needed`` (its guard, if any, installed).
 Whatever the audited code raises while it is loaded, probed or repaired (``SystemExit``
-included, ``KeyboardInterrupt`` excepted) is reported, never raised; no ``__pycache__`` is
-written into the audited tree.
+included, ``KeyboardInterrupt`` excepted) is reported, never raised, and so is a call of
+``os._exit``; no ``__pycache__`` is written into the audited tree. A backend package with
+none of the modules the fixes act on is an unknown layout: an error, not a clean audit.
 """
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import os
+from collections.abc import Iterator
 from typing import Any
 
 from ..fixes import all_fixes
@@ -106,6 +109,39 @@ def _after(fix: Fix, loaded: host.HostLoad, patcher: Patcher) -> tuple[str, str]
     return (STILL_BROKEN if probe.defective else VERIFIED), probe.detail
 
 
+class AuditedCodeExited(Exception):
+    """The audited code called ``os._exit``: reported as its error, the audit goes on."""
+
+
+@contextlib.contextmanager
+def _exits_reported() -> Iterator[None]:
+    """Inside, ``os._exit`` raises :class:`AuditedCodeExited` instead of ending the process:
+    code of the audited tree that calls it (at import or in a probe) becomes an error row
+    instead of an audit that stops without a word. Restored on the way out."""
+    real = os._exit
+
+    def reported(status: int) -> None:
+        raise AuditedCodeExited(f"os._exit({status})")
+
+    os._exit = reported
+    try:
+        yield
+    finally:
+        os._exit = real
+
+
+def _unknown_layout(loaded: host.HostLoad, fixes: list[Fix]) -> str | None:
+    """Why the backend's layout is unknown: it is there, but none of the modules the fixes
+    act on (a layout this npu-fixes does not know: a module moved or renamed)."""
+    if not loaded.has_backend:
+        return None
+    shorts = sorted({_short_name(fix) for fix in fixes})
+    if any(loaded.module(s) is not None or s in loaded.errors for s in shorts):
+        return None
+    return (f"unknown layout: {host.BACKEND} has none of the modules npu-fixes acts on "
+            f"({', '.join(shorts)}); this npu-fixes cannot tell whether its fixes are needed")
+
+
 def audit(location: str | os.PathLike[str] | None = None) -> AuditReport:
     """Audit the torch_npu at ``location`` (default: the installed one) in this process.
 
@@ -119,18 +155,18 @@ def audit(location: str | os.PathLike[str] | None = None) -> AuditReport:
             raise host.NotTorchNpu("no torch_npu is installed here; pass --torch-npu PATH")
         location = found
     npu_fixes.registry().disarm()  # the audit installs on the loaded code itself
-    with host.no_bytecode():  # probes may import more of the audited tree
+    # not a torch_npu backend fix: nothing to audit in a torch_npu tree
+    backend = [fix for fix in all_fixes() if fix.module.startswith(host.BACKEND + ".")]
+    with host.no_bytecode(), _exits_reported():  # probes may import more of the audited tree
         loaded = host.load(location)
         patcher = Patcher()
         results = []
-        for fix in all_fixes():
-            if not fix.module.startswith(host.BACKEND + "."):
-                continue  # not a torch_npu backend fix: nothing to audit in a torch_npu tree
+        for fix in backend:
             before, detail = _before(fix, loaded)
             after = NOTHING
             if before == NEEDED:
                 after, repaired = _after(fix, loaded, patcher)
                 detail = f"{detail}; after repair: {repaired}" if repaired else detail
             results.append(FixAudit(fix.name, before, after, detail))
-    errors = [loaded.version_error] if loaded.version_error else []
+    errors = [e for e in (loaded.version_error, _unknown_layout(loaded, backend)) if e]
     return AuditReport(loaded.version, str(loaded.source), results, errors)

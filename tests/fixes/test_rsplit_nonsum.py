@@ -35,6 +35,25 @@ def runs(genuine) -> dict[str, dict]:
 
 
 # -- the rule ---------------------------------------------------------------------------
+def test_a_predicate_that_raises_is_a_failed_fix_not_a_fixed_one():
+    """The probe does not turn an exception into ``not-needed``: the registry records the
+    fix ``failed`` with the reason, as for every other fix."""
+    import types
+
+    from npu_fixes.fixes import rsplit_nonsum
+    from npu_fixes.shim.fix import State
+    from npu_fixes.shim.registry import Registry
+
+    module = types.ModuleType(rsplit_nonsum.FIX.module)
+    exec(f"def {rsplit_nonsum.TARGET}(kernel):\n    raise RuntimeError('predicate broke')\n", vars(module))
+    module.ReductionHint = types.SimpleNamespace(OUTER="outer")
+    with pytest.raises(RuntimeError, match="predicate broke"):
+        rsplit_nonsum.probe(module)
+    rec = Registry([rsplit_nonsum.FIX]).evaluate(rsplit_nonsum.FIX, module)
+    assert rec.state is State.FAILED and "probe raised RuntimeError: predicate broke" in rec.detail
+
+
+
 def test_rule_truth_table():
     lists = [None, [], ["sum"], ["max"], ["sum", "sum"], ["sum", "max"], ["argmax"], [None], ["SUM"]]
     for upstream, types in itertools.product((False, True), lists):

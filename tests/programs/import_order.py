@@ -94,5 +94,67 @@ def reload_launcher(location: str) -> dict:
             "grid_after_undo": launch_grid.probe(fresh).defective}
 
 
+#: The device registries of ``torch._inductor.codegen.common`` that GraphLowering fills.
+INDUCTOR_REGISTRIES = ("device_codegens", "device_op_overrides_dict", "custom_backend_passes",
+                       "custom_backend_codegen_configs")
+
+
+def traces(location: str) -> dict:
+    """Host-load ``location``, then ``import npu_fixes`` (every backend fix decided at once):
+    whether Inductor's device registries, its registration cache and the imported
+    ``torch_npu`` modules are as they were before; then whether a plugin that registers its
+    backend for a device only where none is registered (torch's own idiom) still can."""
+    import torch._inductor.codegen.common as common
+
+    host_load(location)  # before npu_fixes is imported: importing it arms the fixes
+
+    def snapshot() -> dict:
+        return {"registries": {n: {k: id(v) for k, v in getattr(common, n).items()} for n in INDUCTOR_REGISTRIES},
+                "registered": common.init_backend_registration.cache_info().currsize,
+                "torch_npu": sorted(m for m in sys.modules if m.partition(".")[0] == "torch_npu")}
+
+    before = snapshot()
+    import npu_fixes
+
+    after = snapshot()
+    plugin = object()
+    if common.get_scheduling_for_device("cpu") is None:
+        common.register_backend_for_device("cpu", plugin, plugin)
+    return {"same": {k: before[k] == after[k] for k in before},
+            "added": sorted(set(after["torch_npu"]) - set(before["torch_npu"])),
+            "plugin_registered": common.get_scheduling_for_device("cpu") is plugin,
+            "states": sorted({r.state.value for r in npu_fixes.status()})}
+
+
+def reload_each(location: str, modules: list[str]) -> dict:
+    """With npu_fixes imported before the host load: ``importlib.reload`` of each backend
+    module in ``modules`` in turn, then each time the states of the backend fixes and, for
+    those applied at the load, whether the live probe sees the defect; then ``undo()``, the
+    states and the probes once more."""
+    import importlib
+
+    import npu_fixes
+
+    loaded = host_load(location)
+    reg = npu_fixes.registry()
+    backend = {n: f for n, f in reg.fixes.items() if f.module.startswith("torch_npu.")}
+
+    def states() -> dict:
+        return {r.name: r.state.value for r in npu_fixes.status() if r.name in backend}
+
+    def defective(names) -> dict:
+        return {n: backend[n].probe(sys.modules[backend[n].module]).defective for n in names}
+
+    first = states()
+    applied = sorted(n for n, s in first.items() if s == "applied")
+    result = {"load": first, "applied": applied, "reloads": {}}
+    for short in modules:
+        importlib.reload(loaded.modules[short])
+        result["reloads"][short] = {"states": states(), "defective": defective(applied)}
+    npu_fixes.undo()
+    result["undone"] = {"states": states(), "defective": defective(applied)}
+    return result
+
+
 if __name__ == "__main__":
     main(globals())

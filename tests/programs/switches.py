@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import sys
 
-from tests.programs import main
+from tests.programs import host_load, main
 
 
 def master_off_imports() -> dict:
@@ -25,6 +25,42 @@ def switched_on_again() -> list[str]:
     os.environ["NPU_FIXES"] = "1"
     npu_fixes.apply()
     return [first["te-parallel-ce"], {r.name: r.state.value for r in npu_fixes.status()}["te-parallel-ce"]]
+
+
+def switched_at_run_time(location: str) -> dict:
+    """Host-load ``location`` with npu_fixes armed, then the issue's sequence: NPU_FIXES=0
+    set at run time and status(); NPU_FIXES=1 and apply(); undo(). After each step the
+    backend fixes' states and, for the fixes applied at first, whether the live probe sees
+    the defect on what the targets now hold (False while the repair is in place)."""
+    import os
+
+    import npu_fixes
+
+    loaded = host_load(location)
+    reg = npu_fixes.registry()
+
+    def states() -> dict:
+        return {r.name: r.state.value for r in npu_fixes.status()
+                if reg.fixes[r.name].module.startswith("torch_npu.")}
+
+    def defective(names) -> dict:
+        return {n: reg.fixes[n].probe(sys.modules[reg.fixes[n].module]).defective for n in names}
+
+    steps = {"import": states()}
+    applied = sorted(n for n, s in steps["import"].items() if s == "applied")
+    steps["defective_at_import"] = defective(applied)
+    os.environ["NPU_FIXES"] = "0"
+    steps["switched_off"] = states()
+    os.environ["NPU_FIXES"] = "1"
+    npu_fixes.apply()
+    steps["applied_again"] = states()
+    steps["defective_applied_again"] = defective(applied)
+    npu_fixes.undo()
+    steps["undone"] = states()
+    steps["defective_undone"] = defective(applied)
+    steps["applied"] = applied
+    steps["loaded_version"] = loaded.version
+    return steps
 
 
 if __name__ == "__main__":
