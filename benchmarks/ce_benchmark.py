@@ -39,8 +39,8 @@ from unittest import mock
 import torch
 import torch.nn.functional as F
 
-from npu_fixes.ops import cross_entropy as ce
 from npu_fixes.ops import parallel_cross_entropy
+from npu_fixes.ops.cross_entropy import general_path, tuning
 
 try:
     from liger_kernel.transformers.functional import liger_cross_entropy
@@ -426,12 +426,12 @@ def tune() -> None:
             x = x.detach()
             for block in (4096, 8192, 16384, 32768):
                 for warps in (4, 8, 16, 32):
-                    ce.MAX_FUSED_BLOCK["cuda"] = block
-                    ce._CUDA_WARPS["fwd"] = ce._CUDA_WARPS["bwd"] = warps
-                    _, lse, inv = ce._forward(x, t, 0.0, True, -100)
+                    tuning.MAX_FUSED_BLOCK["cuda"] = block
+                    tuning.CUDA_WARPS["fwd"] = tuning.CUDA_WARPS["bwd"] = warps
+                    _, lse, inv = general_path.forward(x, t, 0.0, True, -100)
                     g = torch.ones((), device="cuda")
-                    fwd = time_ms(partial(ce._forward, x, t, 0.0, True, -100), 10)
-                    bwd = time_ms(partial(ce._backward, g, x, t, lse, inv, 0.0, -100, None), 10)
+                    fwd = time_ms(partial(general_path.forward, x, t, 0.0, True, -100), 10)
+                    bwd = time_ms(partial(general_path.backward, g, x, t, lse, inv, 0.0, -100, None), 10)
                     tb = x.numel() * x.element_size() / 1e12
                     print(
                         f"tune {name} {(b, sq, v)} block {block:5d} warps {warps:2d}: "

@@ -6,12 +6,12 @@ time a call spends before its kernels are queued. Printed, side by side in one r
 * host microseconds per forward+backward call (``torch.autograd.grad`` of a reducing call,
   shape 1x16x1024 fp32, so the GPU never holds the host back) for PyTorch's
   ``F.cross_entropy``, ours, ours with ``FAST_LAUNCH`` off, Liger's (when importable), a
-  ``--baseline`` implementation (a module with the same private API, e.g. a copy of an
-  earlier version of ``npu_fixes.ops.cross_entropy``), and PyTorch's and ours with the
+  ``--baseline`` implementation (a copy of an earlier version of ``npu_fixes.ops.cross_entropy``:
+  this package, or the single module it was before), and PyTorch's and ours with the
   autograd engine single-threaded (what handing the backward to the device's autograd
   thread and back costs);
 * each of them layer by layer: forward with the graph built, backward alone (autograd
-  engine), the ``_forward``/``_backward`` functions without autograd, each Triton launch
+  engine), the general path's forward/backward without autograd, each Triton launch
   through Triton's JIT and directly, the Python pieces (checks, launch configuration,
   allocations), and the bare mechanisms (a no-op autograd.Function, a C++ op, an empty
   Triton kernel);
@@ -46,7 +46,7 @@ from collections import defaultdict
 from collections.abc import Callable
 from contextlib import contextmanager
 from functools import partial
-from typing import Any
+from typing import Any, NamedTuple
 
 import torch
 import torch.nn.functional as F
@@ -55,7 +55,17 @@ import triton
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from ce_benchmark import liger_cross_entropy, make  # noqa: E402
 
-from npu_fixes.ops import cross_entropy as ce  # noqa: E402
+from npu_fixes.ops.cross_entropy import (  # noqa: E402
+    api,
+    autograd,
+    direct_launch,
+    eager_plans,
+    general_path,
+    launch_config,
+    routing,
+    triton_path,
+    tuning,
+)
 
 LINES: list[str] = []
 
@@ -89,12 +99,40 @@ def host_us(fn: Callable[[], object], calls: int = 200) -> float:
 
 @contextmanager
 def fast_launch(on: bool):
-    old = ce.FAST_LAUNCH.get("cuda", False)
-    ce.FAST_LAUNCH["cuda"] = on
+    old = tuning.FAST_LAUNCH.get("cuda", False)
+    tuning.FAST_LAUNCH["cuda"] = on
     try:
         yield
     finally:
-        ce.FAST_LAUNCH["cuda"] = old
+        tuning.FAST_LAUNCH["cuda"] = old
+
+
+class Impl(NamedTuple):
+    """What the layer-by-layer timing needs of an implementation."""
+
+    parallel_cross_entropy: Callable[..., Any]
+    forward: Callable[..., Any]  # the general path's forward, no autograd
+    backward: Callable[..., Any]
+    kernels: Any  # the kernel module
+    fast_launch: dict[str, bool] | None
+    launcher: Callable[[Any], tuple[Any, tuple[Any, ...]]] | None
+
+
+OURS = Impl(api.parallel_cross_entropy, general_path.forward, general_path.backward,
+            direct_launch.load_kernels(), tuning.FAST_LAUNCH, direct_launch.launcher)  # fmt: skip
+
+
+def baseline_impl(mod: Any) -> Impl:
+    """An earlier version: a copy of this package, or of the single module it was before
+    (whose functions had private names)."""
+    if hasattr(mod, "general_path"):
+        dl = mod.direct_launch
+        return Impl(mod.parallel_cross_entropy, mod.general_path.forward, mod.general_path.backward,
+                    dl.load_kernels(), mod.tuning.FAST_LAUNCH, dl.launcher)  # fmt: skip
+    load = getattr(mod, "_kernels", None)
+    kernels = load() if load is not None else importlib.import_module(mod.__name__ + "_kernels")
+    return Impl(mod.parallel_cross_entropy, mod._forward, mod._backward, kernels,
+                getattr(mod, "FAST_LAUNCH", None), getattr(mod, "_launcher", None))  # fmt: skip
 
 
 class Recorder:
@@ -123,10 +161,12 @@ class Recorder:
 
 
 def direct_launcher(
-    kernel: Any, grid: Any, args: tuple[Any, ...], kwargs: dict[str, Any], raw: bool, mod: Any = ce
+    kernel: Any, grid: Any, args: tuple[Any, ...], kwargs: dict[str, Any], raw: bool,
+    entry: Callable[[Any], tuple[Any, tuple[Any, ...]]] | None = direct_launch.launcher,
 ) -> Callable[[], None]:
-    """The compiled kernel launched directly, the way ``mod``'s plans do (``FAST_LAUNCH``;
-    through its ``_launcher`` where it has one, else through the launcher object): with the
+    """The compiled kernel launched directly, the way an implementation's plans do
+    (``FAST_LAUNCH``; through its ``entry``, e.g. ``direct_launch.launcher``, where it has one,
+    else through the launcher object): with the
     tensors themselves (``raw=False``, the launcher asks the driver about each pointer) or
     with their addresses."""
     options = {k: v for k, v in kwargs.items() if k in ("num_warps", "num_stages", "num_ctas")}
@@ -140,7 +180,6 @@ def direct_launcher(
     g = tuple(grid) + (1,) * (3 - len(grid))
     stream = torch.cuda.current_stream().cuda_stream
 
-    entry = getattr(mod, "_launcher", None)
     fn, head = (compiled.run, (compiled.function, compiled.packed_metadata, None, None, None))
     if entry is not None:
         fn, head = entry(compiled)
@@ -233,28 +272,32 @@ def line_times(x: torch.Tensor, t: torch.Tensor, calls: int = 3000) -> list[tupl
     forward and backward, plan forward and backward), inside forward+backward calls. Each
     timed line adds about 0.1 us of its own."""
     totals: dict[tuple[str, int], int] = defaultdict(int)
-    fn_cls = ce._CrossEntropyFunction
-    saved = {name: getattr(ce, name) for name in ("parallel_cross_entropy", "_validate", "_fast_forward",
-                                                 "_fast_backward")}  # fmt: skip
+    fn_cls = autograd.CrossEntropyFunction
+    saved = {(mod, name): getattr(mod, name) for mod, name in (
+        (api, "parallel_cross_entropy"), (api, "validate"), (eager_plans, "fast_forward"),
+        (eager_plans, "fast_backward"))}  # fmt: skip
     methods = {name: fn_cls.__dict__[name] for name in ("forward", "backward")}
+    files = {fn.__name__: inspect.getsourcefile(fn) for fn in saved.values()}
+    files.update({name: inspect.getsourcefile(autograd) for name in methods})
     try:
-        for name, fn in saved.items():
-            setattr(ce, name, timed_copy(ce, fn, totals))
+        for (mod, name), fn in saved.items():
+            setattr(mod, name, timed_copy(mod, fn, totals))
         for name, fn in methods.items():
-            setattr(fn_cls, name, staticmethod(timed_copy(ce, fn, totals)))
+            setattr(fn_cls, name, staticmethod(timed_copy(autograd, fn, totals)))
         for _ in range(50):
-            torch.autograd.grad(ce.parallel_cross_entropy(x, t, reduce_loss=True), x)
+            torch.autograd.grad(api.parallel_cross_entropy(x, t, reduce_loss=True), x)
         totals.clear()
         for _ in range(calls):
-            torch.autograd.grad(ce.parallel_cross_entropy(x, t, reduce_loss=True), x)
+            torch.autograd.grad(api.parallel_cross_entropy(x, t, reduce_loss=True), x)
         torch.cuda.synchronize()
     finally:
-        for name, fn in saved.items():
-            setattr(ce, name, fn)
+        for (mod, name), fn in saved.items():
+            setattr(mod, name, fn)
         for name, fn in methods.items():
             setattr(fn_cls, name, fn)
-    source = open(ce.__file__).read().splitlines()
-    return [(ns / calls / 1e3, name, line, source[line - 1].strip()) for (name, line), ns in totals.items()]
+    sources = {name: open(path).read().splitlines() for name, path in files.items()}
+    return [(ns / calls / 1e3, name, line, sources[name][line - 1].strip())
+            for (name, line), ns in totals.items()]
 
 
 class _NoOp(torch.autograd.Function):
@@ -276,18 +319,16 @@ def _noop_kernel(x_ptr):
     pass
 
 
-def layers(mod: Any, label: str, x: torch.Tensor, t: torch.Tensor) -> list[tuple[str, float]]:
-    """Host time of an implementation ``mod``, layer by layer."""
-    pce = mod.parallel_cross_entropy
+def layers(impl: Impl, label: str, x: torch.Tensor, t: torch.Tensor) -> list[tuple[str, float]]:
+    """Host time of an implementation, layer by layer."""
+    pce = impl.parallel_cross_entropy
     xd = x.detach()
     loss = pce(x, t, reduce_loss=True)
-    _, lse, inv = mod._forward(xd, t, 0.0, True, -100)
+    _, lse, inv = impl.forward(xd, t, 0.0, True, -100)
     one = torch.ones((), device="cuda")
-    kernels = [getattr(mod, "_kernels", None)]
-    kmod = kernels[0]() if kernels[0] is not None else importlib.import_module(mod.__name__ + "_kernels")
     names = ("ce_forward_kernel", "ce_finalize_kernel", "ce_mean_kernel", "ce_backward_kernel")
-    jit = [getattr(kmod, n) for n in names]
-    fast = getattr(mod, "FAST_LAUNCH", None)
+    jit = [getattr(impl.kernels, n) for n in names]
+    fast = impl.fast_launch
     saved = dict(fast) if fast is not None else None
     if fast is not None:
         fast["cuda"] = False  # record what the JIT gets
@@ -302,8 +343,8 @@ def layers(mod: Any, label: str, x: torch.Tensor, t: torch.Tensor) -> list[tuple
             f"{label}: fwd+bwd (autograd.grad)": lambda: torch.autograd.grad(pce(x, t, reduce_loss=True), x),
             f"{label}: forward, graph built": lambda: pce(x, t, reduce_loss=True),
             f"{label}: backward alone (engine)": lambda: torch.autograd.grad(loss, x, retain_graph=True),
-            f"{label}: _forward, no autograd": lambda: mod._forward(xd, t, 0.0, True, -100),
-            f"{label}: _backward, no autograd": lambda: mod._backward(one, xd, t, lse, inv, 0.0, -100, None),
+            f"{label}: forward, no autograd": lambda: impl.forward(xd, t, 0.0, True, -100),
+            f"{label}: backward, no autograd": lambda: impl.backward(one, xd, t, lse, inv, 0.0, -100, None),
         }
     )
     out = list(rows.items())
@@ -311,7 +352,7 @@ def layers(mod: Any, label: str, x: torch.Tensor, t: torch.Tensor) -> list[tuple
         name = k.fn.__name__
         jit_launch = partial(lambda k, g, a, kw: k[g](*a, **kw), k, grid, args, kwargs)
         out.append((f"{label}:   launch {name} via JIT", host_us(jit_launch)))
-        direct = direct_launcher(k, grid, args, kwargs, True, mod)
+        direct = direct_launcher(k, grid, args, kwargs, True, impl.launcher)
         out.append((f"{label}:   launch {name} direct", host_us(direct)))
     out.append((f"{label}:   launches per fwd+bwd", float(len(rec.calls))))
     return out
@@ -329,12 +370,13 @@ def pieces(x: torch.Tensor, t: torch.Tensor) -> list[tuple[str, float]]:
     env = os.environ.get
     grad = torch.autograd.grad
     return [
-        ("argument checks (_validate)", host_us(lambda: ce._validate(x, t, 0.0))),
-        ("route (use_triton: env + rule)", host_us(lambda: ce._route(xd, None))),
-        ("launch config, computed", host_us(lambda: ce._launch_config(n, v, "cuda", 132))),
-        ("launch config, cached", host_us(lambda: ce._cached_config(n, v, dev, None))),
-        ("sync counter lookup (stream query)", host_us(lambda: ce._sync_counter(dev))),
-        ("device guard (current_device)", host_us(lambda: ce._device_guard(dev))),
+        ("argument checks (validate)", host_us(lambda: api.validate(x, t, 0.0))),
+        ("route (use_triton: env + rule)", host_us(lambda: routing.route(xd, None))),
+        ("launch config, computed", host_us(lambda: launch_config.launch_config(n, v, "cuda", 132))),
+        ("launch config, cached", host_us(lambda: launch_config.cached_config(n, v, dev, None))),
+        ("sync counter lookup (stream query)", host_us(lambda: triton_path.sync_counter(dev))),
+        ("device guard (current_device)", host_us(lambda: triton_path.device_guard(dev))),
+        ("switch read (routing.switch)", host_us(lambda: routing.switch(routing.CE_CHECK))),
         ("capturing? (is_current_stream_capturing)", host_us(torch.cuda.is_current_stream_capturing)),
         ("os.environ.get", host_us(lambda: env("NPU_FIXES_CE_CHECK"))),
         ("torch.compiler.is_compiling", host_us(lambda: torch.compiler.is_compiling())),
@@ -365,7 +407,7 @@ def main() -> None:
     base = importlib.import_module(args.baseline) if args.baseline else None
 
     def ours() -> object:
-        return torch.autograd.grad(ce.parallel_cross_entropy(x, t, reduce_loss=True), x)
+        return torch.autograd.grad(api.parallel_cross_entropy(x, t, reduce_loss=True), x)
 
     def ours_jit() -> object:
         with fast_launch(False):
@@ -409,9 +451,9 @@ def main() -> None:
     tv["torch: backward alone (engine)"] = host_us(lambda: torch.autograd.grad(loss_t, x, retain_graph=True))
     for name, us in tv.items():
         say(f"{name:50s} {us:8.1f}")
-    impls = [(ce, "ours")] + ([(base, "baseline")] if base is not None else [])
-    for mod, label in impls:
-        for name, us in layers(mod, label, x, t):
+    impls = [(OURS, "ours")] + ([(baseline_impl(base), "baseline")] if base is not None else [])
+    for impl, label in impls:
+        for name, us in layers(impl, label, x, t):
             say(f"{name:50s} {us:8.1f}")
 
     say("\n# host us of the pieces and the bare mechanisms")
@@ -419,8 +461,8 @@ def main() -> None:
         say(f"{name:50s} {us:8.1f}")
 
     say("\n# where a JIT launch of our forward kernel goes (us)")
-    with fast_launch(False), Recorder([ce._kernels().ce_forward_kernel]) as rec:
-        ce.parallel_cross_entropy(x.detach(), t, reduce_loss=True)
+    with fast_launch(False), Recorder([OURS.kernels.ce_forward_kernel]) as rec:
+        api.parallel_cross_entropy(x.detach(), t, reduce_loss=True)
     k, grid, a, kw = rec.calls[0]
     for name, us in jit_breakdown(k, grid, a, kw):
         say(f"{name:50s} {us:8.1f}")

@@ -15,8 +15,18 @@ import pytest
 import torch
 import torch.nn.functional as F
 
-from npu_fixes.ops import cross_entropy as ce
 from npu_fixes.ops import parallel_cross_entropy
+from npu_fixes.ops.cross_entropy import (
+    api,
+    custom_ops,
+    direct_launch,
+    eager_plans,
+    launch_config,
+    torch_path,
+    triton_path,
+    tuning,
+    use_triton,
+)
 
 DEVICE = "cuda" if torch.cuda.is_available() else "cpu"
 TOL = {
@@ -30,8 +40,8 @@ V = 300  # not a multiple of the 64-wide test block
 @pytest.fixture(autouse=True)
 def small_blocks(monkeypatch: pytest.MonkeyPatch) -> None:
     """64-wide blocks, one program per row, Triton forced (tests of routing override it)."""
-    monkeypatch.setitem(ce.MAX_FUSED_BLOCK, torch.device(DEVICE).type, 64)
-    monkeypatch.setattr(ce, "_WAVES", 0)
+    monkeypatch.setitem(tuning.MAX_FUSED_BLOCK, torch.device(DEVICE).type, 64)
+    monkeypatch.setattr(tuning, "WAVES", 0)
     monkeypatch.setenv("NPU_FIXES_CE_FORCE_TRITON", "1")
     monkeypatch.delenv("NPU_FIXES_CE_CHECK", raising=False)
 
@@ -101,7 +111,7 @@ def test_matches_fp64_reference(
     if path == "torch":
         monkeypatch.setenv("NPU_FIXES_CE_FORCE_TRITON", "0")
     if path == "triton-split":
-        monkeypatch.setattr(ce, "_WAVES", 1 << 20)  # one program per 64-wide block
+        monkeypatch.setattr(tuning, "WAVES", 1 << 20)  # one program per 64-wide block
     torch.manual_seed(0)
     x, t = make_inputs(dtype, layout)
     loss = parallel_cross_entropy(x, t, eps, reduce_loss)
@@ -135,9 +145,9 @@ def one_launch_forward(monkeypatch: pytest.MonkeyPatch, request: pytest.FixtureR
     through the general path or the eager fast path (plans, one workspace: on CPU its launches
     go through the JIT with the same arguments)."""
     kind = torch.device(DEVICE).type
-    monkeypatch.setitem(ce.LAST_PROGRAM_TAIL, kind, True)
-    monkeypatch.setitem(ce.FAST_LAUNCH, kind, request.param == "fast")
-    kernels = ce._kernels()
+    monkeypatch.setitem(tuning.LAST_PROGRAM_TAIL, kind, True)
+    monkeypatch.setitem(tuning.FAST_LAUNCH, kind, request.param == "fast")
+    kernels = direct_launch.load_kernels()
     for name in ("ce_finalize_kernel", "ce_mean_kernel"):
         monkeypatch.setattr(kernels, name, _NotLaunched(name))
 
@@ -153,7 +163,7 @@ def test_one_launch_forward_matches_fp64_reference(
     """The forward's last program finalizes split rows and takes the mean; the counter it
     synchronizes on is zero again afterwards."""
     if split:
-        monkeypatch.setattr(ce, "_WAVES", 1 << 20)  # one program per 64-wide block
+        monkeypatch.setattr(tuning, "WAVES", 1 << 20)  # one program per 64-wide block
     torch.manual_seed(30)
     x, t = make_inputs(dtype, layout, b=3, sq=5)
     loss = parallel_cross_entropy(x, t, eps, reduce_loss)
@@ -163,7 +173,7 @@ def test_one_launch_forward_matches_fp64_reference(
     check(loss.detach(), ref_loss, torch.float32)
     check(x.grad, ref_grad, dtype)
     if split or reduce_loss:
-        assert all(int(c) == 0 for c in ce._SYNC.values()) and ce._SYNC
+        assert all(int(c) == 0 for c in triton_path.SYNC_COUNTERS.values()) and triton_path.SYNC_COUNTERS
     again = parallel_cross_entropy(x.detach(), t, eps, reduce_loss)
     assert torch.equal(again, loss.detach())  # deterministic
 
@@ -174,7 +184,7 @@ def test_one_launch_forward_edge_rows(monkeypatch: pytest.MonkeyPatch, split: bo
     """All rows ignored: mean 0 and zero gradient; an out-of-range target: NaN mean; uint8
     targets: the mean over the rows that are not ignored."""
     if split:
-        monkeypatch.setattr(ce, "_WAVES", 1 << 20)
+        monkeypatch.setattr(tuning, "WAVES", 1 << 20)
     x = torch.randn(2, 3, V, device=DEVICE, requires_grad=True)
     t = torch.full((2, 3), -1, device=DEVICE)
     loss = parallel_cross_entropy(x, t, 0.1, reduce_loss=True, ignore_idx=-1)
@@ -229,9 +239,9 @@ def test_autograd_behaviour_on_both_paths(monkeypatch: pytest.MonkeyPatch) -> No
 
 
 def test_split_config_covers_vocabulary(monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setattr(ce, "_WAVES", 4)
-    monkeypatch.setitem(ce.MAX_FUSED_BLOCK, "cpu", 64)
-    cfg = ce._launch_config(12, V, "cpu", 64)
+    monkeypatch.setattr(tuning, "WAVES", 4)
+    monkeypatch.setitem(tuning.MAX_FUSED_BLOCK, "cpu", 64)
+    cfg = launch_config.launch_config(12, V, "cpu", 64)
     assert cfg.splits > 1 and cfg.chunk % cfg.block == 0
     assert (cfg.splits - 1) * cfg.chunk < V <= cfg.splits * cfg.chunk
 
@@ -424,20 +434,20 @@ def test_routing(monkeypatch: pytest.MonkeyPatch) -> None:
     parallel_cross_entropy(x, t)
     assert calls == ["torch", "triton", "torch", "torch"]
     monkeypatch.delenv("NPU_FIXES_CE_FORCE_TRITON")
-    assert not ce.use_triton(torch.empty(2, 3, 8))  # CPU default: PyTorch
+    assert not use_triton(torch.empty(2, 3, 8))  # CPU default: PyTorch
     monkeypatch.setenv("TRITON_INTERPRET", "0")
     monkeypatch.setenv("NPU_FIXES_CE_FORCE_TRITON", "1")
     with pytest.raises(RuntimeError, match="TRITON_INTERPRET=1"):
-        ce.use_triton(torch.empty(2, 3, 8))
+        use_triton(torch.empty(2, 3, 8))
 
 
 def test_launch_config_respects_npu_block_limit(monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setattr(ce, "_WAVES", 4)
+    monkeypatch.setattr(tuning, "WAVES", 4)
     for vocab in (1000, 4096, 32000, 128256, 256000):
-        npu = ce._launch_config(8192, vocab, "npu", 48)
+        npu = launch_config.launch_config(8192, vocab, "npu", 48)
         assert npu.block <= 4096 and npu.row_programs <= 65535
         assert npu.block * math.ceil(vocab / npu.block) >= vocab
-    assert ce._launch_config(256, 128256, "cuda", 132).splits > 1  # few rows: split V
+    assert launch_config.launch_config(256, 128256, "cuda", 132).splits > 1  # few rows: split V
 
 
 def test_custom_ops_pass_opcheck() -> None:
@@ -445,10 +455,10 @@ def test_custom_ops_pass_opcheck() -> None:
     torch.manual_seed(7)
     x, t = make_inputs(torch.float32)
     for reduce_loss in (False, True):
-        torch.library.opcheck(ce._ce_fwd, (x, t, 0.1, reduce_loss, -100))
-        loss, lse, inv = ce._ce_fwd(x, t, 0.1, reduce_loss, -100)
+        torch.library.opcheck(custom_ops.cross_entropy_fwd, (x, t, 0.1, reduce_loss, -100))
+        loss, lse, inv = custom_ops.cross_entropy_fwd(x, t, 0.1, reduce_loss, -100)
         g = torch.rand_like(loss)
-        torch.library.opcheck(ce._ce_bwd, (g, x.detach(), t, lse, inv, 0.1, -100))
+        torch.library.opcheck(custom_ops.cross_entropy_bwd, (g, x.detach(), t, lse, inv, 0.1, -100))
 
 
 def test_torch_compile_matches_eager() -> None:
@@ -473,7 +483,7 @@ def test_torch_compile_matches_eager() -> None:
 def record_paths(monkeypatch: pytest.MonkeyPatch) -> list[str]:
     """The list each forward call appends its path to (the eager fast path is Triton's)."""
     calls: list[str] = []
-    real_triton, real_torch, real_fast = ce._triton_forward, ce._torch_forward, ce._fast_forward
+    real_triton, real_torch, real_fast = triton_path.forward, torch_path.forward, eager_plans.fast_forward
 
     def fast(*a: object) -> object:
         out = real_fast(*a)
@@ -481,9 +491,9 @@ def record_paths(monkeypatch: pytest.MonkeyPatch) -> list[str]:
             calls.append("triton")
         return out
 
-    monkeypatch.setattr(ce, "_triton_forward", lambda *a: calls.append("triton") or real_triton(*a))
-    monkeypatch.setattr(ce, "_torch_forward", lambda *a: calls.append("torch") or real_torch(*a))
-    monkeypatch.setattr(ce, "_fast_forward", fast)
+    monkeypatch.setattr(triton_path, "forward", lambda *a: calls.append("triton") or real_triton(*a))
+    monkeypatch.setattr(torch_path, "forward", lambda *a: calls.append("torch") or real_torch(*a))
+    monkeypatch.setattr(eager_plans, "fast_forward", fast)
     return calls
 
 
@@ -624,8 +634,8 @@ def test_overlap_check_accepts_usual_layouts() -> None:
     layouts = (full, full.transpose(0, 1), full[..., 10:V], full[:1, :1].expand(1, 1, 2 * V),
                full.permute(2, 0, 1).contiguous().permute(1, 2, 0), full[:, :1], torch.empty(0, 3, V))
     for x in layouts:
-        assert not ce._may_overlap(x), x.stride()
-    assert ce._may_overlap(full[:, :1].expand(4, 2, 2 * V))
+        assert not api.may_overlap(x), x.stride()
+    assert api.may_overlap(full[:, :1].expand(4, 2, 2 * V))
 
 
 @pytest.mark.parametrize("path", ["triton", "torch"])
@@ -670,8 +680,8 @@ class FakeDevice(NamedTuple):
     [
         ("properties", 40),  # torch.npu.get_device_properties(i).vector_core_num
         ("limit", 36),  # torch.npu.get_device_limit(i)["vector_core_num"]
-        ("neither", ce.NPU_ASSUMED_VECTOR_CORES),  # an older torch_npu: the report's 48
-        (None, ce.NPU_ASSUMED_VECTOR_CORES),  # torch_npu not imported
+        ("neither", tuning.NPU_ASSUMED_VECTOR_CORES),  # an older torch_npu: the report's 48
+        (None, tuning.NPU_ASSUMED_VECTOR_CORES),  # torch_npu not imported
     ],
 )
 def test_npu_core_count_from_torch_npu_cached(
@@ -703,15 +713,15 @@ def test_npu_core_count_from_torch_npu_cached(
         monkeypatch.delattr(torch, "npu", raising=False)
     else:
         monkeypatch.setattr(torch, "npu", FakeNpu, raising=False)
-    ce._num_cores.cache_clear()
+    launch_config.num_cores.cache_clear()
     try:
         for _ in range(3):
-            assert ce._num_cores(FakeDevice("npu", 0)) == expected
-            assert ce._num_cores(FakeDevice("npu", None)) == expected  # the current device
+            assert launch_config.num_cores(FakeDevice("npu", 0)) == expected
+            assert launch_config.num_cores(FakeDevice("npu", None)) == expected  # the current device
         assert sorted(set(asked)) == ([] if npu is None else [0, 1])
         assert len(asked) == {"properties": 2, "limit": 4, "neither": 4, None: 0}[npu]
     finally:
-        ce._num_cores.cache_clear()
+        launch_config.num_cores.cache_clear()
 
 
 @pytest.mark.parametrize("path", ["triton", "torch"])
@@ -719,7 +729,7 @@ def test_custom_op_double_backward_raises(monkeypatch: pytest.MonkeyPatch, path:
     """For the custom ops that torch.compile uses, called eagerly."""
     use_path(monkeypatch, path)
     x, t = make_inputs(torch.float32)
-    loss = ce._ce_fwd(x, t, 0.1, True, -100)[0]
+    loss = custom_ops.cross_entropy_fwd(x, t, 0.1, True, -100)[0]
     (g,) = torch.autograd.grad(loss, x, create_graph=True)
     with pytest.raises(RuntimeError, match="double backward is not supported"):
         torch.autograd.grad(g.sum(), x)
@@ -826,7 +836,7 @@ def test_launcher_passes_what_run_would(launcher: _StandInLauncher, direct: bool
     launch flags (and no scratch buffer is needed), else ``run`` itself; either way ``launch``
     receives exactly what ``run(..., packed_metadata, None, None, None, *args)`` passes it."""
     compiled = _StandInCompiled(launcher)
-    fn, head = ce._launcher(compiled)
+    fn, head = direct_launch.launcher(compiled)
     assert (fn == launcher.launch) is direct
     fn(3, 2, 1, 99, *head, 10, 20.5, True)
     launcher(3, 2, 1, 99, compiled.function, compiled.packed_metadata, None, None, None, 10, 20.5, True)
@@ -847,7 +857,7 @@ def test_fast_path_losses_have_plain_strides(monkeypatch: pytest.MonkeyPatch) ->
             assert loss.stride() == torch.empty(loss.shape).stride()
             (grad,) = torch.autograd.grad(loss.sum(), x)
             assert grad.stride() == x.stride()
-    assert any(p is not None and p.fwd is not None for p in ce._PLANS.values())
+    assert any(p is not None and p.fwd is not None for p in eager_plans.PLANS.values())
 
 
 @pytest.mark.gpu
@@ -856,7 +866,7 @@ def test_direct_launches_match_jit_launches(monkeypatch: pytest.MonkeyPatch) -> 
     when inputs of one shape alternate between 16-byte aligned and misaligned addresses
     (Triton specializes on alignment: the keys must tell them apart)."""
     monkeypatch.undo()
-    assert ce._fast_protocol()
+    assert direct_launch.fast_protocol()
     torch.manual_seed(12)
     cases = []
     for b, sq, v in ((2, 64, 3000), (1, 8, 20000)):  # whole rows; rows split over 5 programs
@@ -871,9 +881,9 @@ def test_direct_launches_match_jit_launches(monkeypatch: pytest.MonkeyPatch) -> 
             cases.append((xt, t.t(), True, 0.0))
     results = {}
     for fast in (False, True):
-        monkeypatch.setitem(ce.FAST_LAUNCH, "cuda", fast)
-        ce._LAUNCHED.clear()
-        ce._PLANS.clear()
+        monkeypatch.setitem(tuning.FAST_LAUNCH, "cuda", fast)
+        direct_launch.LAUNCHED.clear()
+        eager_plans.PLANS.clear()
         out = []
         for x, t, reduce_loss, eps in cases:
             loss = parallel_cross_entropy(x, t, eps, reduce_loss)
@@ -882,7 +892,7 @@ def test_direct_launches_match_jit_launches(monkeypatch: pytest.MonkeyPatch) -> 
             out.append((loss.detach(), grad))
         results[fast] = out
         if fast:  # the direct launches were taken: compiled kernels kept in plans
-            plans = [p for p in ce._PLANS.values() if p is not None]
+            plans = [p for p in eager_plans.PLANS.values() if p is not None]
             assert len(plans) == 12 and all(p.fwd is not None and p.bwd for p in plans)
             # this Triton's CUDA launcher is called at its C entry point, not through the
             # launcher object (which has that entry point as its ``launch``)

@@ -19,8 +19,8 @@ import torch
 import torch.distributed as dist
 import torch.multiprocessing as mp
 
-from npu_fixes.ops import cross_entropy as ce
 from npu_fixes.ops import parallel_cross_entropy
+from npu_fixes.ops.cross_entropy import launch_config, routing, torch_path, triton_path, tuning, use_triton
 from tests.ops.test_cross_entropy import TOL, reference
 
 # slice sizes per world size: even, uneven (a short slice gets empty trailing chunks)
@@ -134,14 +134,14 @@ def _cases(world: int) -> Iterator[tuple[str, tuple[int, ...], dict]]:
 
 def _cpu_worker(rank: int, world: int, port: int) -> None:
     _init("gloo", rank, world, port)
-    ce.MAX_FUSED_BLOCK["cpu"] = 64  # several blocks per row, a partial last block
+    tuning.MAX_FUSED_BLOCK["cpu"] = 64  # several blocks per row, a partial last block
     for slices in SLICES[world]:
         group = dist.new_group(list(range(world)))  # a group's slice sizes are fixed
         for path, case_slices, kw in _cases(world):
             if case_slices != slices:
                 continue
             os.environ["NPU_FIXES_CE_FORCE_TRITON"] = "0" if path == "torch" else "1"
-            ce._WAVES = 1 << 20 if path == "triton-split" else 0  # one program per block / per row
+            tuning.WAVES = 1 << 20 if path == "triton-split" else 0  # one program per block / per row
             label = f"{path} slices={slices} {kw}"
             _run_case(label, group, slices, device="cpu", **kw)
         with pytest.raises(ValueError, match="slice sizes are fixed"):
@@ -158,31 +158,33 @@ def test_matches_single_device_on_gloo(world: int) -> None:
 def test_split_count_is_shared_by_uneven_slices() -> None:
     """Every rank launches the same number of chunks, so their partials stack."""
     for largest, vocabs in ((4000, (1000, 2500, 4000)), (131072, (1, 70000, 131072))):
-        configs = [ce._launch_config(64, v, "cuda", 132, largest) for v in vocabs]
+        configs = [launch_config.launch_config(64, v, "cuda", 132, largest) for v in vocabs]
         assert len({c.splits for c in configs}) == 1
         assert all(c.chunk * c.splits >= v for c, v in zip(configs, vocabs, strict=True))
-    assert ce._launch_config(64, 131072, "cuda", 132, 131072) == ce._launch_config(64, 131072, "cuda", 132)
+    config = launch_config.launch_config
+    assert config(64, 131072, "cuda", 132, 131072) == config(64, 131072, "cuda", 132)
 
 
 # Slices on either side of the NPU threshold: alone, rank 0 would take Triton, rank 1 PyTorch.
-ROUTE_SLICES = [(ce.NPU_MIN_TRITON_VOCAB, ce.NPU_MIN_TRITON_VOCAB - 384),
-                (ce.NPU_MIN_TRITON_VOCAB - 1, ce.NPU_MIN_TRITON_VOCAB - 4000)]
+ROUTE_SLICES = [(tuning.NPU_MIN_TRITON_VOCAB, tuning.NPU_MIN_TRITON_VOCAB - 384),
+                (tuning.NPU_MIN_TRITON_VOCAB - 1, tuning.NPU_MIN_TRITON_VOCAB - 4000)]
 
 
 def _npu_routing_worker(rank: int, world: int, port: int) -> None:
     """CPU tensors routed by the NPU rule (nothing forced); every rank must take one path."""
     _init("gloo", rank, world, port)
     os.environ.pop("NPU_FIXES_CE_FORCE_TRITON", None)
-    npu_rule = ce._default_route
-    ce._default_route = lambda device_type, width, rows: npu_rule("npu", width, rows)
+    npu_rule = routing.default_route
+    routing.default_route = lambda device_type, width, rows: npu_rule("npu", width, rows)
     taken: list[str] = []
-    for name in ("_triton_forward", "_torch_forward", "_triton_backward", "_torch_backward"):
-        real = getattr(ce, name)
-        setattr(ce, name, lambda *a, _real=real, _name=name: taken.append(_name) or _real(*a))
+    for module, path in ((triton_path, "triton"), (torch_path, "torch")):
+        for fn in ("forward", "backward"):
+            real = getattr(module, fn)
+            setattr(module, fn, lambda *a, _real=real, _name=f"_{path}_{fn}": taken.append(_name) or _real(*a))
     for slices in ROUTE_SLICES:
-        alone = [ce.use_triton(torch.empty(2, 3, n)) for n in slices]
-        assert alone == [slices[0] >= ce.NPU_MIN_TRITON_VOCAB, False], alone
-        path = "triton" if max(slices) >= ce.NPU_MIN_TRITON_VOCAB else "torch"
+        alone = [use_triton(torch.empty(2, 3, n)) for n in slices]
+        assert alone == [slices[0] >= tuning.NPU_MIN_TRITON_VOCAB, False], alone
+        path = "triton" if max(slices) >= tuning.NPU_MIN_TRITON_VOCAB else "torch"
         group = dist.new_group(list(range(world)))
         for seed, (eps, reduce_loss) in enumerate(((0.0, True), (0.1, False))):
             taken.clear()

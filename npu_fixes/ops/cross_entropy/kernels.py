@@ -32,7 +32,7 @@ try:  # launch hooks (profilers); the module is newer than some Triton releases
     from triton import knobs as _knobs
 
     RUNTIME_KNOBS = _knobs.runtime
-except ImportError:  # pragma: no cover - older Triton: no direct launches (see cross_entropy.py)
+except ImportError:  # pragma: no cover - older Triton: no direct launches (see direct_launch.py)
     RUNTIME_KNOBS = None
 
 
