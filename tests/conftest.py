@@ -6,6 +6,7 @@ import atexit
 import inspect
 import json
 import os
+import shutil
 import subprocess
 import sys
 import tempfile
@@ -97,7 +98,30 @@ def _base_env() -> dict[str, str]:
            if not k.startswith("NPU_FIXES") and k not in ("TRITON_INTERPRET", "CI", "COLUMNS", "LINES")}
     env["NPU_FIXES_WHEELS"] = str(WHEEL_DIR)
     env["TORCH_DEVICE_BACKEND_AUTOLOAD"] = "0"
+    # Every compile lowers through the code under test (no FX graph or autograd cache hit);
+    # the C++ it builds is shared by the whole session (see INDUCTOR_CACHE).
+    env["TORCHINDUCTOR_FX_GRAPH_CACHE"] = env["TORCHINDUCTOR_AUTOGRAD_CACHE"] = "0"
+    if INDUCTOR_CACHE in os.environ:
+        env["TORCHINDUCTOR_CACHE_DIR"] = os.environ[INDUCTOR_CACHE]
     return env
+
+
+#: The test programs' Inductor cache folder: one per test session, made by the process that
+#: starts first (pytest-xdist's workers inherit it), removed by that process at the end.
+INDUCTOR_CACHE = "PYTEST_NPU_FIXES_INDUCTOR_CACHE"
+_OWN_CACHE: list[str] = []
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    if INDUCTOR_CACHE not in os.environ:
+        os.environ[INDUCTOR_CACHE] = tempfile.mkdtemp(prefix="npu-fixes-inductor-")
+        _OWN_CACHE.append(os.environ[INDUCTOR_CACHE])
+
+
+def pytest_unconfigure(config: pytest.Config) -> None:
+    while _OWN_CACHE:
+        shutil.rmtree(_OWN_CACHE.pop(), ignore_errors=True)
+        os.environ.pop(INDUCTOR_CACHE, None)
 
 
 _SERVER: forkserver.ForkServer | None = None

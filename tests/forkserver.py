@@ -1,7 +1,8 @@
 """A fork server for the test programs: pay for ``import torch`` once, not per program.
 
 Run as a script by :class:`ForkServer`, it imports torch, sympy and stock Inductor (never
-torch_npu, npu_fixes, wrapt or the tests' own packages), then forks one child per request.
+torch_npu, npu_fixes, wrapt or the tests' own packages) and does what a first compile does
+before anything of its own (see ``_warm``), then forks one child per request.
 The child becomes what ``python -m MODULE ARGS`` (or ``python -c CODE``) would be: the
 requested environment, working directory, ``sys.path`` (its ``PYTHONPATH`` first) and
 ``sys.argv``, stdout and stderr in files, and at the end what interpreter exit does
@@ -147,6 +148,28 @@ def _exit_status(code) -> int:
     return 1
 
 
+def _warm() -> None:
+    """What a process's first compile does before anything of its own, done once here:
+    Inductor's pattern passes registered and the CPU's vector ISA probed (a compiler run).
+    The server must stay single-threaded: its children are forked."""
+    import threading
+
+    try:
+        import tqdm  # the pattern passes' progress bars would start its monitor thread
+    except ImportError:
+        pass
+    else:
+        tqdm.tqdm.monitor_interval = 0
+    from torch._inductor import cpu_vec_isa
+    from torch._inductor.fx_passes import joint_graph, post_grad
+
+    cpu_vec_isa.pick_vec_isa()
+    joint_graph.lazy_init()
+    post_grad.lazy_init()
+    if threading.active_count() != 1:
+        raise RuntimeError(f"fork server must not fork with threads: {threading.enumerate()}")
+
+
 def serve() -> None:
     """Preload, then fork a child per request line on stdin until stdin closes."""
     requests = os.fdopen(os.dup(0), "rb")
@@ -159,6 +182,7 @@ def serve() -> None:
     base_path = list(sys.path)
     for name in PRELOAD:
         __import__(name)
+    _warm()
     replies.write(b"ready\n")
     for line in requests:
         request = json.loads(line)

@@ -9,9 +9,8 @@ import pytest
 from tests.conftest import cli, run_program, run_python
 
 
-def test_cli_smoke_two_tiny_models(tmp_path):
-    proc = cli("accuracy", "--models", "BERT_pytorch,BertForMaskedLM", "--iterations", "2", "--json",
-               env={"TORCHINDUCTOR_CACHE_DIR": str(tmp_path)})
+def test_cli_smoke_two_tiny_models():
+    proc = cli("accuracy", "--models", "BERT_pytorch,BertForMaskedLM", "--iterations", "2", "--json")
     assert proc.returncode == 0, proc.stdout + proc.stderr
     report = json.loads(proc.stdout)
     assert report["tolerance"] == 1e-2 and report["iterations"] == 2
@@ -87,16 +86,16 @@ def test_compare_never_hides_nan_or_inf():
     assert compare(both_inf, dict(both_inf), {k: v.double() for k, v in both_inf.items()}) == ("loss", math.inf)
 
 
-def test_nan_loss_fails_and_the_json_stays_valid(tmp_path):
+def test_nan_loss_fails_and_the_json_stays_valid():
     proc = cli("accuracy", "--models", "BERT_pytorch", "--iterations", "1", "--backend", "nan_outputs", "--json",
-               setup="accuracy:nan_backend", env={"TORCHINDUCTOR_CACHE_DIR": str(tmp_path)})
+               setup="accuracy:nan_backend")
     assert proc.returncode == 1, proc.stdout + proc.stderr
     (model,) = _strict_json(proc.stdout)["models"]
     assert model["status"] == "fail_accuracy" and model["passed"] is False
     assert model["max_error"] == "nan" and model["failure"]["max_error"] == "nan"
     assert model["failure"]["iteration"] == 1
     table = cli("accuracy", "--models", "BERT_pytorch", "--iterations", "1", "--backend", "nan_outputs",
-                setup="accuracy:nan_backend", env={"TORCHINDUCTOR_CACHE_DIR": str(tmp_path)})
+                setup="accuracy:nan_backend")
     assert table.returncode == 1
     row = next(line.split() for line in table.stdout.splitlines() if line.startswith("BERT_pytorch "))
     assert row[:2] == ["BERT_pytorch", "fail_accuracy"] and row[3] == "nan"

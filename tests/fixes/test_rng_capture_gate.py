@@ -73,12 +73,10 @@ def test_gate_rule_is_idempotent():
     assert table == once
 
 
-def test_stock_inductor_cpu_compile_records_reason(tmp_path):
+def test_stock_inductor_cpu_compile_records_reason():
     """DeBERTa-style XDropout (a ``bernoulli_`` mask) compiled by stock Inductor on CPU with
     the gate applied to the stock lowering table: the compiled graph records the reason."""
-    # A fresh compile every time: a cache hit would skip the lowering being observed.
-    res = run_program("rng_capture_gate", "stock_compile", env={"TORCHINDUCTOR_FORCE_DISABLE_CACHES": "1",
-                                                                "TORCHINDUCTOR_CACHE_DIR": str(tmp_path)})
+    res = run_program("rng_capture_gate", "stock_compile")
     assert "aten.bernoulli_.float" in res["gated"]
     assert any(r and "bernoulli" in r for r in res["reasons"]), res
     assert res["same"], "fallback_random keeps the eager RNG sequence"

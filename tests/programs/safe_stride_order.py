@@ -98,11 +98,15 @@ def strides(location: str) -> dict:
     import inspect
 
     host_load(location)
+    import torch._functorch.config as functorch_config
+    from torch._inductor import config
     from torch._inductor.ir import Layout
 
     from npu_fixes.fixes import safe_stride_order as fix
     from npu_fixes.shim.patcher import Patcher
 
+    config.fx_graph_cache = False  # every compile lowers; compiled C++ is shared
+    functorch_config.enable_autograd_cache = False
     ov = importlib.import_module("torch_npu._inductor.triton_experimental.overrides")
     seen = []
     fixed_order = fixed_order_op(seen)
