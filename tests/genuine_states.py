@@ -38,8 +38,9 @@ DEFECTS: dict[str, frozenset[str]] = {
 }
 COMMITS = tuple(DEFECTS)
 
-#: The defects beyond the five (``../shared/BEYOND.md``), by the name of the fix or guard
-#: that handles each: the states where the defect is present.
+#: The defects beyond the five (``../shared/BEYOND.md``, and ``BEYOND-WHEEL.md`` for those
+#: only the published wheels fixed), by the name of the fix or guard that handles each: the
+#: states where the defect is present.
 BEYOND: dict[str, frozenset[str]] = {
     "control-deps-lowering": frozenset({"8bfbb9ed1", "95c9094da", "f8802037a"}),
     "constant-index-shape": frozenset({"8bfbb9ed1", "95c9094da", "f8802037a"}),
@@ -55,6 +56,8 @@ BEYOND: dict[str, frozenset[str]] = {
     "nd-reduction": frozenset({"8bfbb9ed1", "95c9094da"}),
     "codegen-misc-95c": frozenset({"8bfbb9ed1"}),
     "slice-scatter-offset": frozenset({"8bfbb9ed1"}),
+    # fixed only in the published wheels (``../shared/BEYOND-WHEEL.md``): every commit
+    "minmax-propagate-nan": frozenset(DEFECTS),
 }
 PRE_FIX = tuple(c for c in COMMITS if DEFECTS[c])
 #: The commit where upstream fixed the last of the five: the reference behaviour.

@@ -68,8 +68,9 @@ def report(loaded, same_objects: dict | None) -> dict:
     pristine = {}
     for fix in (f for f in all_fixes() if f.module.startswith("torch_npu.")):
         obj = inspect.getattr_static(*resolve_owner(sys.modules[fix.module], fix.targets[0]))
+        func = getattr(obj, "__func__", obj)  # a staticmethod's function
         pristine[fix.name] = (not isinstance(obj, wrapt.FunctionWrapper)
-                              and obj.__code__.co_filename.startswith(root))
+                              and func.__code__.co_filename.startswith(root))
     return {"states": {r.name: r.state.value for r in npu_fixes.status() if r.name in pristine},
             "pristine": pristine, "same_objects": same_objects}
 

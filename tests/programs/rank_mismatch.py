@@ -1,5 +1,6 @@
-"""Programs of tests/fixes/test_rank_mismatch.py (and test_constant_index_shape.py, which
-shares the code-generation harness: ``activate``, ``build_ir``, ``generate``, ``generated``)."""
+"""Programs of tests/fixes/test_rank_mismatch.py (and of test_constant_index_shape.py and
+test_minmax_propagate_nan.py, which share the code-generation harness: ``activate``,
+``build_ir``, ``triton_ir``, ``generate``, ``generated``)."""
 
 from __future__ import annotations
 
@@ -110,6 +111,18 @@ def activate(mod):
 def build_ir(source: str) -> str:
     """The kernel's Triton IR built by the host Triton frontend: "builds", or "fails: "
     with the shape error (else the error's last line)."""
+    try:
+        triton_ir(source)
+        return "builds"
+    except Exception as exc:
+        text = str(exc)
+        return "fails: " + (text[text.index("Cannot broadcast"):].splitlines()[0]
+                            if "Cannot broadcast" in text else text.strip().splitlines()[-1])
+
+
+def triton_ir(source: str) -> str:
+    """The text of the kernel's Triton IR, built by the host Triton frontend (CUDA's
+    language module: the IR before any device compiler); raises where the build fails."""
     import importlib.util
     import re
     import tempfile
@@ -140,14 +153,8 @@ def build_ir(source: str) -> str:
     context = ir.context()
     ir.load_dialects(context)
     backend.load_dialects(context)
-    try:
-        ASTSource(kmod.kernel, signature, constants).make_ir(
-            target, options, backend.get_codegen_implementation(options), backend.get_module_map(), context)
-        return "builds"
-    except Exception as exc:
-        text = str(exc)
-        return "fails: " + (text[text.index("Cannot broadcast"):].splitlines()[0]
-                            if "Cannot broadcast" in text else text.strip().splitlines()[-1])
+    return str(ASTSource(kmod.kernel, signature, constants).make_ir(
+        target, options, backend.get_codegen_implementation(options), backend.get_module_map(), context))
 
 
 def generate(mod, fn, shape) -> dict:
