@@ -52,6 +52,22 @@ def backend_targets(targets: dict[str, list[str]]) -> dict[str, object]:
     return found
 
 
+def backend_states() -> dict[str, str]:
+    """The state ``npu_fixes.status()`` reports now for each torch_npu backend fix."""
+    import npu_fixes
+
+    fixes = npu_fixes.registry().fixes
+    return {r.name: r.state.value for r in npu_fixes.status() if fixes[r.name].module.startswith("torch_npu.")}
+
+
+def probes_now(names) -> dict[str, bool]:
+    """Fix name -> whether its live probe sees the defect on what its target module holds now."""
+    import npu_fixes
+
+    fixes = npu_fixes.registry().fixes
+    return {n: fixes[n].probe(sys.modules[fixes[n].module]).defective for n in names}
+
+
 def main(namespace: dict) -> None:
     """Run ``namespace[argv[1]](**json.loads(argv[2]))`` and print its result as JSON (a
     program returning None prints nothing)."""

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import sys
 
-from tests.programs import backend_targets, host_load, main
+from tests.programs import backend_states, backend_targets, host_load, main, probes_now
 
 
 def activate(loaded) -> None:
@@ -137,23 +137,14 @@ def reload_each(location: str, modules: list[str]) -> dict:
     import npu_fixes
 
     loaded = host_load(location)
-    reg = npu_fixes.registry()
-    backend = {n: f for n, f in reg.fixes.items() if f.module.startswith("torch_npu.")}
-
-    def states() -> dict:
-        return {r.name: r.state.value for r in npu_fixes.status() if r.name in backend}
-
-    def defective(names) -> dict:
-        return {n: backend[n].probe(sys.modules[backend[n].module]).defective for n in names}
-
-    first = states()
+    first = backend_states()
     applied = sorted(n for n, s in first.items() if s == "applied")
     result = {"load": first, "applied": applied, "reloads": {}}
     for short in modules:
         importlib.reload(loaded.modules[short])
-        result["reloads"][short] = {"states": states(), "defective": defective(applied)}
+        result["reloads"][short] = {"states": backend_states(), "defective": probes_now(applied)}
     npu_fixes.undo()
-    result["undone"] = {"states": states(), "defective": defective(applied)}
+    result["undone"] = {"states": backend_states(), "defective": probes_now(applied)}
     return result
 
 

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import sys
 
-from tests.programs import host_load, main
+from tests.programs import backend_states, host_load, main, probes_now
 
 
 def master_off_imports() -> dict:
@@ -37,27 +37,18 @@ def switched_at_run_time(location: str) -> dict:
     import npu_fixes
 
     loaded = host_load(location)
-    reg = npu_fixes.registry()
-
-    def states() -> dict:
-        return {r.name: r.state.value for r in npu_fixes.status()
-                if reg.fixes[r.name].module.startswith("torch_npu.")}
-
-    def defective(names) -> dict:
-        return {n: reg.fixes[n].probe(sys.modules[reg.fixes[n].module]).defective for n in names}
-
-    steps = {"import": states()}
+    steps = {"import": backend_states()}
     applied = sorted(n for n, s in steps["import"].items() if s == "applied")
-    steps["defective_at_import"] = defective(applied)
+    steps["defective_at_import"] = probes_now(applied)
     os.environ["NPU_FIXES"] = "0"
-    steps["switched_off"] = states()
+    steps["switched_off"] = backend_states()
     os.environ["NPU_FIXES"] = "1"
     npu_fixes.apply()
-    steps["applied_again"] = states()
-    steps["defective_applied_again"] = defective(applied)
+    steps["applied_again"] = backend_states()
+    steps["defective_applied_again"] = probes_now(applied)
     npu_fixes.undo()
-    steps["undone"] = states()
-    steps["defective_undone"] = defective(applied)
+    steps["undone"] = backend_states()
+    steps["defective_undone"] = probes_now(applied)
     steps["applied"] = applied
     steps["loaded_version"] = loaded.version
     return steps
