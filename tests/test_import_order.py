@@ -88,9 +88,10 @@ def test_probes_leave_inductor_registries_and_modules_as_found(genuine, where):
     """Deciding every backend fix (probes that build a real GraphLowering among them) leaves
     Inductor's device registries, its once-per-process registration and the imported
     torch_npu modules as they were, so a plugin registering where none is registered still
-    does; with fixes needed (8bfbb9ed1) as well as none (the wheels, bafc50684)."""
+    does; with fixes needed (8bfbb9ed1; bafc50684: minmax-propagate-nan only) as well as
+    none (the wheels)."""
     kind, _, name = where.partition(":")
     res = run_program("import_order", "traces", location=wheel_path(name) if kind == "wheel" else genuine(name))
     assert res["same"] == {"registries": True, "registered": True, "torch_npu": True}, res
     assert res["added"] == [] and res["plugin_registered"] is True, res
-    assert ("applied" in res["states"]) is (name == "8bfbb9ed1"), res["states"]
+    assert ("applied" in res["states"]) is (kind == "genuine"), res["states"]
