@@ -60,7 +60,6 @@ def report(loaded, same_objects: dict | None) -> dict:
 
     import wrapt
 
-    import npu_fixes
     from npu_fixes.fixes import all_fixes
     from npu_fixes.shim.fix import resolve_owner
 
@@ -71,8 +70,7 @@ def report(loaded, same_objects: dict | None) -> dict:
         func = getattr(obj, "__func__", obj)  # a staticmethod's function
         pristine[fix.name] = (not isinstance(obj, wrapt.FunctionWrapper)
                               and func.__code__.co_filename.startswith(root))
-    return {"states": {r.name: r.state.value for r in npu_fixes.status() if r.name in pristine},
-            "pristine": pristine, "same_objects": same_objects}
+    return {"states": backend_states(), "pristine": pristine, "same_objects": same_objects}
 
 
 def reload_launcher(location: str) -> dict:

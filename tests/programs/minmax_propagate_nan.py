@@ -47,16 +47,10 @@ def kernels(mod) -> dict:
 def emitted(location: str) -> dict:
     """The backend activated; the probe; the kernels of PROGRAMS; then, where the probe
     says needed, the fix installed (a fresh Patcher), probe and kernels again, and undo."""
-    loaded = host_load(location)
-    mod = loaded.modules["codegen.triton"]
-    from torch._inductor.decomposition import decompositions
-
+    mod = host_load(location).modules["codegen.triton"]
     from npu_fixes.fixes import minmax_propagate_nan as fix
     from npu_fixes.shim.patcher import Patcher
 
-    # as the torch_npu loader does before activation, where a state has the list (the wheel)
-    for op in getattr(loaded.modules["lowering"], "EXPLICIT_FALLBACK_LIST", []):
-        decompositions.pop(op, None)
     activate(mod)
     first = fix.probe(mod)
     result = {"probe_before": [first.defective, first.detail], "before": kernels(mod)}

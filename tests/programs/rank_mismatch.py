@@ -98,13 +98,19 @@ def battery(mod) -> dict:
 
 
 def activate(mod):
-    """The state's backend activated, its NPUTritonScheduling generating CPU's kernels."""
+    """The state's backend activated, its NPUTritonScheduling generating CPU's kernels.
+    First, as the torch_npu loader does, the decompositions of the ops in the state's
+    ``EXPLICIT_FALLBACK_LIST`` are removed (only the wheels have the list)."""
     import importlib
 
     from torch._inductor.codegen.common import register_backend_for_device
     from torch._inductor.codegen.wrapper import PythonWrapperCodegen
+    from torch._inductor.decomposition import decompositions
 
-    importlib.import_module(mod.__name__.rsplit(".", 2)[0])._activate()
+    package = mod.__name__.rsplit(".", 2)[0]
+    for op in getattr(importlib.import_module(package + ".lowering"), "EXPLICIT_FALLBACK_LIST", []):
+        decompositions.pop(op, None)
+    importlib.import_module(package)._activate()
     register_backend_for_device("cpu", mod.NPUTritonScheduling, PythonWrapperCodegen)
 
 
