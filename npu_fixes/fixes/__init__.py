@@ -1,7 +1,7 @@
 """One module per defect; :data:`MODULES` is the one list of them, in their fixed order:
 the five reported torch_npu backend fixes, the other upstream fixes of the same weeks,
 the guards for defects only an upgrade removes, the fixes only the published wheels have,
-then the Transformer Engine drop-in.
+the fixes of defects no published state has fixed, then the Transformer Engine drop-in.
 
 Adding a fix is one module (named like the fix, with underscores) and one line here.
 """
@@ -33,6 +33,8 @@ MODULES = (
     "codegen_misc_95c",
     "slice_scatter_offset",
     "minmax_propagate_nan",
+    "rsplit_nested_range",
+    "rsplit_epilogue",
     "te_parallel_ce",
 )
 

@@ -102,28 +102,52 @@ def _node(name: str, length: int) -> types.SimpleNamespace:
     return types.SimpleNamespace(name=name, length=sympy.Integer(length))
 
 
-def outer_sum_kernel(module: types.ModuleType, outputs: dict[str, Any]) -> types.SimpleNamespace:
-    """Stand-in of the hf_Bert backward kernel's sizes: OUTER ``sum`` of 2048 rows into a
-    1x768 output, one flat reduction node (so only the outputs decide)."""
+def pointwise_node(reads: str, op: str | None = None) -> types.SimpleNamespace:
+    """A stand-in pointwise scheduler node whose body loads buffer ``reads`` and stores it
+    into ``buf1``, through ``op`` with a second input (``arg1``) when given."""
+    import torch
+
+    graph = torch.fx.Graph()
+    ops = graph.placeholder("ops")
+    index = graph.call_module("get_index", ())
+    value = graph.call_method("load", (ops, reads, index))
+    if op is not None:
+        value = graph.call_method(op, (ops, value, graph.call_method("load", (ops, "arg1", index))))
+    graph.call_method("store", (ops, "buf1", index, value, None))
+    graph.output(None)
+    NS = types.SimpleNamespace
+    return NS(is_reduction=lambda: False, get_buffer_names=lambda: {"buf1"},
+              _body=NS(root_block=NS(graph=graph), subblocks={}))
+
+
+def outer_sum_kernel(module: types.ModuleType, outputs: dict[str, Any],
+                     reduction_nodes: tuple[tuple[str, int], ...] = (("r0_1", 2048),),
+                     pointwise: tuple[Any, ...] = ()) -> types.SimpleNamespace:
+    """Stand-in of the hf_Bert backward kernel's sizes: OUTER ``sum`` (into ``buf0``) of
+    2048 rows into a 1x768 output; by default one flat reduction node and no other
+    scheduler node than the reduction (``pointwise`` adds some)."""
     import sympy
 
     NS = types.SimpleNamespace
-    reduction = NS(node=NS(data=NS(reduction_type="sum")))
+    reduction = NS(node=NS(data=NS(reduction_type="sum")), is_reduction=lambda: True,
+                   get_buffer_names=lambda: {"buf0"})
     features = NS(
         get_reduction_hint=lambda: module.ReductionHint.OUTER,
-        scheduler_nodes=lambda: [reduction, NS()],
+        scheduler_nodes=lambda: [reduction, *pointwise],
         reduction_nodes=lambda: [reduction],
         reduction_numel=sympy.Integer(2048),
     )
     x_tree = NS(is_reduction=False, is_loop=False, tree_node_mapping={},
                 nodes={"x0": _node("x0", 768)})
     r_tree = NS(is_reduction=True, is_loop=False, tree_node_mapping={},
-                nodes={"r0_1": _node("r0_1", 2048)})
+                nodes={name: _node(name, length) for name, length in reduction_nodes})
     return NS(inside_reduction=True, features=features, range_trees=[x_tree, r_tree],
               args=NS(output_buffers=outputs, inplace_buffers={}))
 
 
-def _accepts(module: types.ModuleType, kernel: Any) -> bool:
+def predicate_accepts(module: types.ModuleType, kernel: Any) -> bool:
+    """The live predicate (with any wrappers) on ``kernel``, its gate on and 40 vector
+    cores, through a scoped copy: the module's globals are not touched."""
     from torch._inductor.sizevars import SizeVarAllocator
     from torch._inductor.virtualized import V
 
@@ -138,11 +162,12 @@ def _accepts(module: types.ModuleType, kernel: Any) -> bool:
 def probe(module: types.ModuleType) -> Probe:
     """Ask the live predicate about an hf_Bert-sized kernel with one and two live outputs
     (2048x768 pointwise store next to the 1x768 reduction store)."""
-    one = outer_sum_kernel(module, {"buf1": "out_ptr0"})
-    two = outer_sum_kernel(module, {"buf0": "out_ptr0", "buf1": "out_ptr1"})
-    if not _accepts(module, one):
+    store = (pointwise_node("arg0"),)  # the 2048x768 store, fused beside the reduction
+    one = outer_sum_kernel(module, {"buf1": "out_ptr0"}, pointwise=store)
+    two = outer_sum_kernel(module, {"buf0": "out_ptr0", "buf1": "out_ptr1"}, pointwise=store)
+    if not predicate_accepts(module, one):
         raise RuntimeError(f"{TARGET} rejects the one-output control kernel: probe not valid")
-    if _accepts(module, two):
+    if predicate_accepts(module, two):
         return Probe(True, f"{TARGET} accepts an OUTER sum kernel with two live outputs")
     return Probe(False, f"{TARGET} rejects an OUTER sum kernel with two live outputs")
 

@@ -1,0 +1,320 @@
+"""Run a host-loaded backend's generated kernels on CPU, Triton's interpreter as the device.
+
+The backend's own scheduling, codegen, wrapper, heuristics decorators, autotuner and
+launcher (its grid) stay in the loop. Only the last step is replaced: where triton-ascend
+would build a binary, :class:`InterpretedBinary` runs the same JIT function in Triton's
+interpreter over the grid the backend's launcher passes. What this cannot show: anything
+of the NPU compiler (bishengir), the NPU math library, graph capture, or a race that needs
+programs running at once (the interpreter runs them one after another; ``order`` may
+shuffle them). Autotuning keeps the first config (no device timer).
+
+Stand-ins this needs, each a gap between CPU and NPU: the triton-ascend language modules
+(``tl.extra.cann``: libdevice mapped to Triton's, ``extract_slice`` not modelled), the
+3.2-era ``AttrsDescriptor`` the split reduction's combine kernel is described with, its
+``MLIRCompilationError``, a driver-free Triton hash and no GPU driver to select, and the launcher built for triton-ascend 3.2.x's layout.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import dataclasses
+import importlib
+import random
+import sys
+import types
+from collections.abc import Callable, Iterator
+from typing import Any
+from unittest import mock
+
+#: Pointer element types of Triton signatures, as torch dtypes.
+_POINTER_DTYPES = {
+    "fp16": "float16", "bf16": "bfloat16", "fp32": "float32", "fp64": "float64",
+    "i8": "int8", "i16": "int16", "i32": "int32", "i64": "int64", "u8": "uint8", "i1": "bool",
+}
+
+
+@dataclasses.dataclass
+class Launch:
+    """One kernel launch: the kernel's name, the grid the launcher passed, its constants and
+    how many of its programs read or wrote any element (the others found no work)."""
+
+    kernel: str
+    grid: tuple[int, int, int]
+    constants: dict[str, Any]
+    busy: int = 0
+
+
+class AttrsDescriptor:
+    """Triton 3.2's kernel-attribute record (absent from newer Triton): kept as given."""
+
+    def __init__(self, properties: dict | None = None) -> None:
+        self.properties = properties or {}
+
+    @classmethod
+    def from_dict(cls, data: dict) -> AttrsDescriptor:
+        return cls(dict(data.get("arg_properties", {})))
+
+    def to_dict(self) -> dict:
+        return {"arg_properties": self.properties, "cls": "AttrsDescriptor"}
+
+    def __repr__(self) -> str:
+        return f"AttrsDescriptor.from_dict({self.to_dict()!r})"
+
+
+class MLIRCompilationError(Exception):
+    """triton-ascend's compile error class, which the backend catches by name."""
+
+
+def _extract_slice(*args: Any, **kwargs: Any) -> None:
+    raise NotImplementedError("extract_slice (a bishengir tile slice) is not modelled by the interpreter")
+
+
+def _language_modules() -> dict[str, types.ModuleType]:
+    """``triton.language.extra.cann`` and its ``extension`` module, as kernels import them."""
+    from triton.language.extra import libdevice
+
+    cann = types.ModuleType("triton.language.extra.cann")
+    extension = types.ModuleType("triton.language.extra.cann.extension")
+    extension.extract_slice = _extract_slice
+    cann.extension, cann.libdevice = extension, libdevice
+    return {cann.__name__: cann, extension.__name__: extension}
+
+
+@contextlib.contextmanager
+def _modules(modules: dict[str, types.ModuleType]) -> Iterator[None]:
+    """``modules`` in ``sys.modules`` while open; only those keys are put back after, so
+    modules imported meanwhile stay (``mock.patch.dict`` would drop them)."""
+    saved = {name: sys.modules.get(name) for name in modules}
+    sys.modules.update(modules)
+    try:
+        yield
+    finally:
+        for name, module in saved.items():
+            if module is None:
+                sys.modules.pop(name, None)
+            else:
+                sys.modules[name] = module
+
+
+def _npu_allocation(*args: Any, **kwargs: Any) -> None:
+    raise RuntimeError("an NPU buffer was asked for on the CPU device")
+
+
+def _pointer_view(tensor: Any, element: str) -> Any:
+    """``tensor``'s bytes read as the signature's element type, as a raw NPU pointer is."""
+    import torch
+
+    dtype = getattr(torch, _POINTER_DTYPES.get(element, ""), None)
+    if dtype is None or tensor.dtype == dtype:
+        return tensor
+    storage = tensor.untyped_storage()
+    offset = tensor.storage_offset() * tensor.element_size()
+    if offset % dtype.itemsize:
+        raise ValueError(f"a {tensor.dtype} buffer at byte {offset} cannot be read as {dtype}")
+    count = (storage.nbytes() - offset) // dtype.itemsize
+    return torch.empty(0, dtype=dtype).set_(storage, offset // dtype.itemsize, (count,), (1,))
+
+
+class InterpretedBinary:
+    """What ``triton.compile`` returns here: the launcher's ``run`` interprets the kernel."""
+
+    launch_enter_hook = None
+    launch_exit_hook = None
+
+    def __init__(self, src: Any, launches: list[Launch], order: random.Random | None) -> None:
+        self.src = src
+        self.fn = src.fn
+        self.constants = {self._name(k): v for k, v in (getattr(src, "constants", None) or {}).items()}
+        self.signature = dict(getattr(src, "signature", None) or {})
+        self.metadata = types.SimpleNamespace(num_warps=1, num_ctas=1, cluster_dims=(1, 1, 1), shared=0)
+        self.num_warps, self.shared, self.function, self.packed_metadata = 1, 0, None, None
+        self._launches, self._order = launches, order
+
+    def _name(self, key: Any) -> str:
+        if isinstance(key, tuple):  # (index,) keys of some Triton versions
+            key = self.fn.arg_names[key[0]]
+        return key
+
+    def _init_handles(self) -> None:
+        """Nothing to load: there is no binary."""
+
+    def launch_metadata(self, grid: Any, stream: Any, *args: Any) -> None:
+        return None
+
+    def run(self, grid_0: int, grid_1: int, grid_2: int, stream: Any, function: Any, metadata: Any,
+            launch_metadata: Any, enter_hook: Any, exit_hook: Any, *args: Any) -> None:
+        grid = (int(grid_0), int(grid_1), int(grid_2))
+        fn = self.fn
+        names = [n for i, n in enumerate(fn.arg_names) if i not in fn.constexprs]
+        if len(names) != len(args):  # arguments bound as None constants are not passed
+            names = [n for n in names if not (n in self.constants and self.constants[n] is None)]
+        if len(names) != len(args):
+            raise TypeError(f"{fn.__name__}: launched with {len(args)} arguments for {names}")
+        kwargs = {n: self.constants[n] for i, n in enumerate(fn.arg_names) if i in fn.constexprs}
+        for name, arg in zip(names, args):
+            element = str(self.signature.get(name, ""))
+            kwargs[name] = _pointer_view(arg, element[1:]) if element.startswith("*") else arg
+        launch = Launch(fn.__name__, grid, {k: v for k, v in kwargs.items() if not hasattr(v, "data_ptr")})
+        self._launches.append(launch)
+        launch.busy = interpret(fn.fn, grid, kwargs, self._order)
+
+
+def _any_block_shape() -> list[Any]:
+    """Patches that let blocks and ``tl.arange`` take any positive length, as triton-ascend
+    does (stock Triton wants powers of 2)."""
+    import triton.language as tl
+    from triton.language import core, semantic
+
+    def block_shape(shape: list[int]) -> int:
+        numel = 1
+        for i, d in enumerate(shape):
+            if not isinstance(d, int) or d <= 0:
+                raise ValueError(f"shape element {i} must be a positive int, got {d!r}")
+            numel *= d
+        return numel
+
+    arange = semantic.TritonSemantic.arange
+
+    def any_arange(self: Any, start: int, end: int, *, ret_ty: Any = None) -> Any:
+        length = end - start
+        if isinstance(length, int) and length > 0 and length & (length - 1):
+            ret_ty = tl.block_type(tl.int32, [length])
+            return self.tensor(self.builder.create_make_range(ret_ty.to_ir(self.builder), start, end), ret_ty)
+        return arange(self, start, end, ret_ty=ret_ty)
+
+    return [mock.patch.object(core, "validate_block_shape", block_shape),
+            mock.patch.object(semantic.TritonSemantic, "arange", any_arange)]
+
+
+class OutOfBounds(RuntimeError):
+    """A kernel read or wrote memory outside every buffer it was given."""
+
+
+def _bounds_checked(builder: Any, kwargs: dict[str, Any], name: str, busy: set[tuple]) -> list[Any]:
+    """Patches of ``builder``'s masked loads and stores that raise :class:`OutOfBounds` for
+    an address outside the storages of the tensors in ``kwargs``, before any access; the
+    program of each access with an element is added to ``busy``."""
+    import numpy as np
+    from triton.runtime.interpreter import _get_np_dtype
+
+    spans = sorted({(t.untyped_storage().data_ptr(), t.untyped_storage().data_ptr() + t.untyped_storage().nbytes())
+                    for t in kwargs.values() if hasattr(t, "untyped_storage")})
+    starts = np.array([s for s, _ in spans], dtype=np.uint64)
+    ends = np.array([e for _, e in spans], dtype=np.uint64)
+
+    def check(what: str, ptrs: Any, mask: Any, itemsize: int) -> None:
+        addresses = np.asarray(ptrs.data, dtype=np.uint64)[np.broadcast_to(mask.data, ptrs.data.shape)]
+        if addresses.size:
+            busy.add(tuple(builder.grid_idx))
+        slot = np.searchsorted(starts, addresses, side="right") - 1
+        inside = (slot >= 0) & (addresses + np.uint64(itemsize) <= ends[np.maximum(slot, 0)]) if len(spans) else slot > 0
+        if not np.all(inside):
+            raise OutOfBounds(f"{name}: a {what} outside every buffer passed to the kernel "
+                              f"({int((~inside).sum())} of {addresses.size} addresses)")
+
+    load, store = builder.create_masked_load, builder.create_masked_store
+
+    def checked_load(ptrs: Any, mask: Any, *args: Any) -> Any:
+        check("load", ptrs, mask, _get_np_dtype(ptrs.get_element_ty()).itemsize)
+        return load(ptrs, mask, *args)
+
+    def checked_store(ptrs: Any, value: Any, mask: Any, *args: Any) -> Any:
+        check("store", ptrs, mask, value.data.dtype.itemsize)
+        return store(ptrs, value, mask, *args)
+
+    return [mock.patch.object(builder, "create_masked_load", checked_load),
+            mock.patch.object(builder, "create_masked_store", checked_store)]
+
+
+def interpret(function: Callable[..., Any], grid: tuple[int, int, int], kwargs: dict[str, Any],
+              order: random.Random | None = None) -> int:
+    """Run the Python ``function`` of a JIT kernel in Triton's interpreter over ``grid``,
+    programs in row-major order or shuffled by ``order``; nested JIT helpers are
+    interpreted too while it runs, and every load and store is bounds-checked. Returns how
+    many programs read or wrote an element."""
+    import inspect
+
+    from triton.runtime import interpreter
+    from triton.runtime.jit import JITFunction
+
+    def nested(self: Any, *args: Any, **kw: Any) -> Any:
+        if "propagate_nan" not in inspect.signature(self.fn).parameters:  # triton-ascend's keyword;
+            kw.pop("propagate_nan", None)  # the interpreter's reductions propagate NaN anyway
+        return interpreter.InterpretedFunction(self.fn)(*args, **kw)
+
+    patch_tensor = interpreter._patch_lang_tensor
+
+    def index_by_item(tensor: Any, scope: Any) -> None:  # numpy 2 refuses int() of a 1-element array
+        patch_tensor(tensor, scope)
+        scope.set_attr(tensor, "__index__", lambda self: int(self.handle.data.item()))
+
+    builder = interpreter.interpreter_builder
+    busy: set[tuple] = set()
+    with contextlib.ExitStack() as stack:
+        stack.enter_context(mock.patch.object(JITFunction, "__call__", nested))
+        stack.enter_context(mock.patch.object(interpreter, "_patch_lang_tensor", index_by_item))
+        for patch in (*_any_block_shape(), *_bounds_checked(builder, kwargs, function.__name__, busy)):
+            stack.enter_context(patch)
+        if order is not None:
+            programs = [(x, y, z) for x in range(grid[0]) for y in range(grid[1]) for z in range(grid[2])]
+            order.shuffle(programs)
+            pending, set_idx = iter(programs), builder.set_grid_idx
+            stack.enter_context(mock.patch.object(builder, "set_grid_idx", lambda x, y, z: set_idx(*next(pending))))
+        interpreter.InterpretedFunction(function).run(grid=grid, warmup=False, **kwargs)
+    return len(busy)
+
+
+def activate(codegen: types.ModuleType) -> None:
+    """The backend of a host-loaded ``codegen.triton`` module activated, generating the
+    kernels of Inductor's "cpu" device: first, as the torch_npu loader does, the
+    decompositions of the state's ``EXPLICIT_FALLBACK_LIST`` removed."""
+    from torch._inductor.codegen.common import register_backend_for_device
+    from torch._inductor.decomposition import decompositions
+
+    package = codegen.__name__.rsplit(".", 2)[0]
+    for op in getattr(importlib.import_module(package + ".lowering"), "EXPLICIT_FALLBACK_LIST", []):
+        decompositions.pop(op, None)
+    importlib.import_module(package)._activate()
+    wrapper = importlib.import_module(package + ".codegen.wrapper").NPUWrapperCodeGen
+    register_backend_for_device("cpu", codegen.NPUTritonScheduling, wrapper)
+
+
+@contextlib.contextmanager
+def cpu_device(codegen: types.ModuleType, order: random.Random | None = None) -> Iterator[list[Launch]]:
+    """While open, ``torch.compile`` on CPU tensors runs through the activated backend of
+    ``codegen`` (see :func:`activate`) and its kernels run in the interpreter; yields the
+    list the launches are recorded in."""
+    import torch
+    import torch._inductor.config as inductor_config
+    import triton
+    import triton.compiler.compiler as triton_compiler
+    import triton.compiler.errors as triton_errors
+
+    package = codegen.__name__.rsplit(".", 2)[0]
+    heuristics = importlib.import_module(package + ".npu_triton_heuristics")
+    launches: list[Launch] = []
+
+    def compile_(src: Any, *args: Any, **kwargs: Any) -> InterpretedBinary:
+        return InterpretedBinary(src, launches, order)
+
+    def first_config(self: Any, *args: Any, **kwargs: Any) -> dict:
+        return {launcher: float(i) for i, launcher in enumerate(self.launchers)}
+
+    with contextlib.ExitStack() as stack:
+        stack.enter_context(_modules(_language_modules()))
+        stack.enter_context(mock.patch.object(triton.language.extra, "cann", sys.modules["triton.language.extra.cann"],
+                                              create=True))
+        stack.enter_context(mock.patch.object(sys.modules["torch_npu"], "_C", types.SimpleNamespace(
+            _empty_strided_npu=_npu_allocation), create=True))  # the wrapper binds it; cpu buffers never call it
+        stack.enter_context(mock.patch.object(triton_compiler, "AttrsDescriptor", AttrsDescriptor, create=True))
+        stack.enter_context(mock.patch.object(triton_errors, "MLIRCompilationError", MLIRCompilationError,
+                                              create=True))
+        stack.enter_context(mock.patch.object(triton, "compile", compile_))
+        stack.enter_context(mock.patch("torch.utils._triton.triton_hash_with_backend", lambda: "host"))
+        stack.enter_context(mock.patch("torch._inductor.runtime.triton_helpers.set_driver_to_gpu", lambda: None))
+        stack.enter_context(mock.patch("torch._inductor.utils.triton_version_uses_attrs_dict", lambda: False))
+        stack.enter_context(mock.patch.object(heuristics.NPUCachingAutotuner, "benchmark_all_configs", first_config))
+        stack.enter_context(inductor_config.patch(cpu_backend="triton", compile_threads=1, force_disable_caches=True))
+        torch._dynamo.reset()
+        yield launches
+        torch._dynamo.reset()

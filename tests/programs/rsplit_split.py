@@ -1,0 +1,111 @@
+"""Programs of tests/fixes/test_rsplit_nested_range.py and test_rsplit_epilogue.py: OUTER
+reductions compiled through a state's backend, kernels run in Triton's interpreter with
+the backend's launcher grid, compared with eager."""
+
+from __future__ import annotations
+
+import os
+
+from tests.programs import host_load, main
+
+
+def _programs() -> dict:
+    """label -> (function, input shapes): OUTER reductions (small x, r >= 2048, r >= x)."""
+    import torch
+
+    def nested2(a, b):  # b broadcast over the batch: two free reduction nodes
+        return (a.view(4, 512, 32) * b[None]).sum(dim=(0, 1))
+
+    def nested3(a, b):
+        return (a.view(2, 4, 512, 16) * b.view(2, 1, 512, 16)).sum(dim=(0, 1, 2))
+
+    return {
+        "sum": (lambda x: x.sum(0), [(4096, 8)]),
+        "sum-keepdim": (lambda x: x.sum(0, keepdim=True), [(4096, 8)]),
+        "nested2": (nested2, [(2048, 32), (512, 32)]),
+        "nested3": (nested3, [(4096, 16), (1024, 16)]),
+        "nested2-keepdim": (lambda a, b: (a.view(4, 512, 32) * b[None]).sum(dim=(0, 1), keepdim=True),
+                            [(2048, 32), (512, 32)]),
+        "+b": (lambda x, b: x.sum(0) + b, [(4096, 8), (8,)]),
+        "+c": (lambda x: x.sum(0) + 3.0, [(4096, 8)]),
+        "*c": (lambda x, c: x.sum(0) * c, [(4096, 8), (8,)]),
+        "/n": (lambda x: x.sum(0) / 7.0, [(4096, 8)]),
+        "neg": (lambda x: -x.sum(0), [(4096, 8)]),
+        "mean": (lambda x: x.mean(0), [(4096, 8)]),
+        "**2": (lambda x: x.sum(0) ** 2, [(4096, 8)]),
+        "relu": (lambda x: x.sum(0).relu(), [(4096, 8)]),
+        "to-fp16": (lambda x: x.sum(0).to(torch.float16), [(4096, 8)]),
+        "to-int": (lambda x: (x.sum(0) * 100).to(torch.int32), [(4096, 8)]),
+        "two-outputs": (lambda x: (x.sum(0), x * 2), [(4096, 8)]),
+        "nested2+b": (lambda a, b, c: (a.view(4, 512, 32) * b[None]).sum(dim=(0, 1)) + c,
+                      [(2048, 32), (512, 32), (32,)]),
+        "amax": (lambda x: x.amax(0), [(4096, 8)]),
+        "amin": (lambda x: x.amin(0), [(4096, 8)]),
+        "prod": (lambda x: (1 + x / 4096).prod(0), [(4096, 8)]),
+        "argmax": (lambda x: x.argmax(0), [(4096, 8)]),
+    }
+
+
+def _close(got, want) -> bool:
+    import torch
+
+    if got.dtype != want.dtype or got.shape != want.shape:
+        return False
+    if not want.is_floating_point():
+        return bool(torch.equal(got, want))
+    return bool(torch.allclose(got.float(), want.float(), rtol=1e-3, atol=1e-3))
+
+
+def run_all(codegen, labels) -> dict:
+    """Each program compiled and run on the interpreter device: whether it equals eager,
+    the range of the ratio compiled/eager where not, and each launch's programs (launched,
+    and those that found work)."""
+    import torch
+
+    from npu_fixes.tools import interpret
+
+    out = {}
+    programs = _programs()
+    for label in labels:
+        fn, shapes = programs[label]
+        torch.manual_seed(0)
+        args = [torch.randn(s) for s in shapes]
+        want = fn(*args)
+        want = want if isinstance(want, tuple) else (want,)
+        try:
+            with interpret.cpu_device(codegen) as launches:
+                got = torch.compile(fn)(*args)
+        except Exception as exc:  # noqa: BLE001 - recorded
+            out[label] = {"error": f"{type(exc).__name__}: {str(exc).strip().splitlines()[-1][:300]}"}
+            continue
+        got = got if isinstance(got, tuple) else (got,)
+        record = {"equal": all(_close(g, w) for g, w in zip(got, want)),
+                  "launches": [[launch.grid[0] * launch.grid[1] * launch.grid[2], launch.busy]
+                               for launch in launches]}
+        if not record["equal"] and got[0].is_floating_point():
+            ratio = (got[0].double() / want[0].double())
+            record["ratio"] = [round(float(ratio.min()), 3), round(float(ratio.max()), 3)]
+        out[label] = record
+    return out
+
+
+def battery(location: str, labels=None) -> dict:
+    """The programs without npu_fixes, then with ``npu_fixes.apply()`` (each fix where its
+    probe says needed): results and the fixes applied."""
+    mod = host_load(location).modules["codegen.triton"]
+    from npu_fixes.tools import interpret
+
+    interpret.activate(mod)
+    labels = labels or list(_programs())
+    result = {"before": run_all(mod, labels)}
+    import npu_fixes
+
+    del os.environ["NPU_FIXES"]
+    npu_fixes.apply()
+    result["applied"] = sorted(r.name for r in npu_fixes.status() if r.state.value == "applied")
+    result["after"] = run_all(mod, labels)
+    return result
+
+
+if __name__ == "__main__":
+    main(globals())
