@@ -166,10 +166,10 @@ _RSPLIT_OUTER = Defect(
     next to the 1x768 reduction store).  Without it the predicate is left with
     the reduction kind/type checks, the x-size and the reduction-size tests.
 
-    Note: the fixed code in the 2.13.0/2.14.0 wheels has no separate
-    reduction-tree-shape test inside the predicate (nested-loop codegen is
-    skipped for ``npu_rsplit_partial`` kernels elsewhere), so this is the only
-    line removed.""",
+    Note: the code in the 2.13.0/2.14.0 wheels has no reduction-tree-shape test
+    inside the predicate (nested-loop codegen is skipped elsewhere, for the INNER
+    hint only: an OUTER kernel with nested loops is still split wrongly, the
+    defect of rsplit-nested-range), so this is the only line removed.""",
 )
 
 _DUALVIEW_FOLD = Defect(

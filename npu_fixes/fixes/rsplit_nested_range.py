@@ -15,8 +15,7 @@
   (no such state is known), and would only lose the split, never a right result.
 - **Fix**: for the OUTER hint the split is accepted only if upstream accepts it and the
   reduction tree has exactly one free node (nodes aliased in ``tree_node_mapping`` do not
-  count); any doubt rejects. A rejected kernel compiles unsplit, as at 8bfbb9ed1 with
-  rsplit-outer, whose rule includes this one.
+  count); any doubt rejects. A rejected kernel compiles unsplit.
 - **Upstream**: not fixed in any published state; keep.
 """
 
@@ -28,7 +27,17 @@ from typing import Any
 
 from ..shim.fix import Fix, Probe
 from ..shim.patcher import Patcher
-from .rsplit_outer import TARGET, free_reduction_nodes, outer_sum_kernel, predicate_accepts
+from .rsplit_outer import TARGET, outer_sum_kernel, predicate_accepts
+
+
+def free_reduction_nodes(range_trees: Any) -> int:
+    """Nodes of the reduction range trees that are not aliases (``tree_node_mapping``)."""
+    count = 0
+    for tree in range_trees:
+        if tree.is_reduction:
+            mapping = getattr(tree, "tree_node_mapping", None) or {}
+            count += sum(1 for name in tree.nodes if name not in mapping)
+    return count
 
 
 def split_allowed(upstream: bool, outer_hint: bool, free_nodes: int | None) -> bool:

@@ -1,22 +1,20 @@
-"""rsplit-outer: the cross-core r-axis split only fires on kernels its rewrite can handle.
+"""rsplit-outer: the cross-core r-axis split only fires on kernels with one live output.
 
 - **Defect**: ``_npu_rsplit_outer_applicable`` looks only at the reduction type, the
-  output x size and the reduction size, so a kernel with several live outputs and a
-  multi-node reduction tree gets the partial+combine rewrite: the first output's store
-  lands in a small partial workspace and nested reduction loops ignore ``r0_lo/r0_hi``
+  output x size and the reduction size, so a kernel with several live outputs gets the
+  partial+combine rewrite: the first output's store lands in a small partial workspace
   (hf_Bert backward: wrong gradients at step 1, NaN loss from step 4).
 - **Where**: ``codegen.triton._npu_rsplit_outer_applicable``.
 - **Affected**: torch_npu >=2.13.0.dev0,<2.15 whose predicate accepts an OUTER ``sum``
   kernel with two live outputs (probe: hf_Bert sizes, a 2048x768 pointwise store next to
   a 1x768 reduction store, reduction numel 2048, one flat reduction node).
 - **Fix**: the split is accepted only if upstream accepts it and the kernel has exactly
-  one live output (removed arguments excluded, an in-place buffer counted once); for the
-  OUTER hint the reduction range tree must also have exactly one free node. Any doubt
-  rejects the split (the kernel then compiles without it). The tree-shape condition is
-  stricter than the fixed wheel, which instead skips nested-loop codegen for split
-  kernels elsewhere; we cannot rely on that code being present. The output-count
-  condition also covers the INNER hint, as the fixed wheel's own check does.
-- **Upstream**: fixed in the published torch-npu 2.13.0 wheel; remove once unsupported.
+  one live output (removed arguments excluded, an in-place buffer counted once), for the
+  INNER hint too, as the fixed wheel's own check does. Any doubt rejects the split (the
+  kernel then compiles without it). The nested reduction loops that ignore the core's
+  ``r0_lo..r0_hi``, named in the same report, are a defect of their own that no published
+  state has fixed: rsplit-nested-range.
+- **Upstream**: fixed in 95c9094da; remove once unsupported.
 """
 
 from __future__ import annotations
@@ -34,13 +32,9 @@ TARGET = "_npu_rsplit_outer_applicable"
 _REMOVED_PREFIX = "REMOVED"
 
 
-def split_allowed(
-    upstream: bool, outer_hint: bool, live_outputs: int | None, free_reduction_nodes: int | None
-) -> bool:
-    """The corrected decision; ``None`` counts mean "could not tell" and reject."""
-    if not upstream or live_outputs != 1:
-        return False
-    return not outer_hint or free_reduction_nodes == 1
+def split_allowed(upstream: bool, live_outputs: int | None) -> bool:
+    """The corrected decision; a ``None`` count means "could not tell" and rejects."""
+    return upstream and live_outputs == 1
 
 
 def _is_removed(arg: Any) -> bool:
@@ -70,27 +64,11 @@ def live_outputs(args: Any) -> int | None:
     return count
 
 
-def free_reduction_nodes(range_trees: Any) -> int:
-    """Nodes of the reduction range trees that are not aliases (``tree_node_mapping``)."""
-    count = 0
-    for tree in range_trees:
-        if tree.is_reduction:
-            mapping = getattr(tree, "tree_node_mapping", None) or {}
-            count += sum(1 for name in tree.nodes if name not in mapping)
-    return count
-
-
-def kernel_allows_split(module: types.ModuleType, kernel: Any) -> bool:
-    """Our conditions (:func:`split_allowed` with upstream's verdict taken as yes) on a live
+def kernel_allows_split(kernel: Any) -> bool:
+    """Our condition (:func:`split_allowed` with upstream's verdict taken as yes) on a live
     kernel; any error rejects the split."""
     try:
-        hint = kernel.features.get_reduction_hint()
-        return split_allowed(
-            True,
-            hint == module.ReductionHint.OUTER,
-            live_outputs(kernel.args),
-            free_reduction_nodes(kernel.range_trees),
-        )
+        return split_allowed(True, live_outputs(kernel.args))
     except Exception:  # noqa: BLE001 - in doubt, no split
         return False
 
@@ -175,7 +153,7 @@ def probe(module: types.ModuleType) -> Probe:
 def install(module: types.ModuleType, patcher: Patcher) -> None:
     def guarded(wrapped: Callable[..., Any], instance: Any, args: tuple, kwargs: dict) -> bool:
         kernel = args[0] if args else kwargs["kernel"]  # ours first: a rejected kernel
-        return kernel_allows_split(module, kernel) and bool(wrapped(*args, **kwargs))  # never asks upstream
+        return kernel_allows_split(kernel) and bool(wrapped(*args, **kwargs))  # never asks upstream
 
     patcher.wrap_path(module, TARGET, guarded)
 

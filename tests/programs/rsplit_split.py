@@ -27,7 +27,7 @@ def _programs() -> dict:
         "nested2-keepdim": (lambda a, b: (a.view(4, 512, 32) * b[None]).sum(dim=(0, 1), keepdim=True),
                             [(2048, 32), (512, 32)]),
         "+b": (lambda x, b: x.sum(0) + b, [(4096, 8), (8,)]),
-        "+c": (lambda x: x.sum(0) + 3.0, [(4096, 8)]),
+        "+3": (lambda x: x.sum(0) + 3.0, [(4096, 8)]),
         "*c": (lambda x, c: x.sum(0) * c, [(4096, 8), (8,)]),
         "/n": (lambda x: x.sum(0) / 7.0, [(4096, 8)]),
         "neg": (lambda x: -x.sum(0), [(4096, 8)]),
@@ -56,7 +56,7 @@ def _close(got, want) -> bool:
     return bool(torch.allclose(got.float(), want.float(), rtol=1e-3, atol=1e-3))
 
 
-def run_all(codegen, labels) -> dict:
+def run_all(codegen, labels: list[str]) -> dict:
     """Each program compiled and run on the interpreter device: whether it equals eager,
     the range of the ratio compiled/eager where not, and each launch's programs (launched,
     and those that found work)."""
@@ -89,20 +89,26 @@ def run_all(codegen, labels) -> dict:
     return out
 
 
-def battery(location: str, labels=None) -> dict:
-    """The programs without npu_fixes, then with ``npu_fixes.apply()`` (each fix where its
-    probe says needed): results and the fixes applied."""
+#: The fixes on the split's predicate.
+RSPLIT = ("rsplit-outer", "rsplit-nonsum", "rsplit-nested-range", "rsplit-epilogue")
+
+
+def battery(location: str, labels: list[str]) -> dict:
+    """The raw probes of the split's fixes; the programs ``labels`` without npu_fixes; then
+    with ``npu_fixes.apply()`` (each fix where its probe says needed): the fixes' states and
+    the programs again."""
     mod = host_load(location).modules["codegen.triton"]
     from npu_fixes.tools import interpret
 
     interpret.activate(mod)
-    labels = labels or list(_programs())
-    result = {"before": run_all(mod, labels)}
     import npu_fixes
 
+    fixes = npu_fixes.registry().fixes
+    result = {"probes": {name: fixes[name].probe(mod).defective for name in RSPLIT},
+              "before": run_all(mod, labels)}
     del os.environ["NPU_FIXES"]
     npu_fixes.apply()
-    result["applied"] = sorted(r.name for r in npu_fixes.status() if r.state.value == "applied")
+    result["states"] = {r.name: r.state.value for r in npu_fixes.status() if r.name in RSPLIT}
     result["after"] = run_all(mod, labels)
     return result
 
