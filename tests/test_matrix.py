@@ -23,10 +23,10 @@ GUARDS = {f.name for f in BACKEND if not f.repairable}
 def expected_needed() -> frozenset[str] | None:
     """The backend defects this row has; None where they are not known in advance (a source
     tree of the user's own)."""
-    if KIND == "wheel":
-        return frozenset()
-    if KIND == "prefix":
-        return frozenset({NAME})
+    if KIND == "wheel":  # the defects no published state has fixed
+        return genuine_states.UNFIXED
+    if KIND == "prefix":  # a published wheel with one defect edited back in
+        return frozenset({NAME}) | genuine_states.UNFIXED
     return genuine_states.needed_at(NAME) if NAME in genuine_states.DEFECTS else None
 
 

@@ -22,12 +22,12 @@
 from __future__ import annotations
 
 import types
-from collections.abc import Callable
 from typing import Any
 
 from ..shim.fix import Fix, Probe
 from ..shim.patcher import Patcher
-from .rsplit_outer import TARGET, outer_sum_kernel, pointwise_node, predicate_accepts
+from .rsplit_outer import TARGET, narrow_predicate, outer_sum_kernel, pointwise_node, predicate_accepts
+
 
 def _linear_graph(graph: Any, reduced: set[str]) -> bool:
     """Whether the loop-body FX ``graph`` uses the loads of ``reduced`` buffers only
@@ -74,7 +74,8 @@ def linear_epilogue(kernel: Any) -> bool:
         for node in others:
             body = node._body
             for block in (body.subblocks or {}).values():  # a masked sub-block reading the result
-                if any(n.target == "load" and n.args[1] in reduced for n in block.graph.nodes if n.op == "call_method"):
+                loads = [n.args[1] for n in block.graph.nodes if n.op == "call_method" and n.target == "load"]
+                if reduced.intersection(loads):
                     return False
             if not _linear_graph(body.root_block.graph, reduced):
                 return False
@@ -99,17 +100,14 @@ def probe(module: types.ModuleType) -> Probe:
     output = {"buf1": "out_ptr0"}
     if not predicate_accepts(module, outer_sum_kernel(module, output)):
         raise RuntimeError(f"{TARGET} rejects the control kernel without epilogue: probe not valid")
-    if predicate_accepts(module, outer_sum_kernel(module, output, pointwise=(pointwise_node("buf0", "add"),))):
+    plus_b = pointwise_node("buf0", "add")
+    if predicate_accepts(module, outer_sum_kernel(module, output, pointwise=(plus_b,))):
         return Probe(True, f"{TARGET} splits an OUTER sum with a fused '+ b' epilogue")
     return Probe(False, f"{TARGET} rejects an OUTER sum with a fused '+ b' epilogue")
 
 
 def install(module: types.ModuleType, patcher: Patcher) -> None:
-    def linear_only(wrapped: Callable[..., Any], instance: Any, args: tuple, kwargs: dict) -> bool:
-        kernel = args[0] if args else kwargs["kernel"]  # ours first: a rejected kernel never reaches upstream
-        return kernel_allows_split(module, kernel) and bool(wrapped(*args, **kwargs))
-
-    patcher.wrap_path(module, TARGET, linear_only)
+    narrow_predicate(module, patcher, lambda kernel: kernel_allows_split(module, kernel))
 
 
 FIX = Fix(

@@ -22,12 +22,11 @@
 from __future__ import annotations
 
 import types
-from collections.abc import Callable
 from typing import Any
 
 from ..shim.fix import Fix, Probe
 from ..shim.patcher import Patcher
-from .rsplit_outer import TARGET, outer_sum_kernel, predicate_accepts
+from .rsplit_outer import TARGET, narrow_predicate, outer_sum_kernel, predicate_accepts
 
 
 def free_reduction_nodes(range_trees: Any) -> int:
@@ -67,11 +66,7 @@ def probe(module: types.ModuleType) -> Probe:
 
 
 def install(module: types.ModuleType, patcher: Patcher) -> None:
-    def one_node(wrapped: Callable[..., Any], instance: Any, args: tuple, kwargs: dict) -> bool:
-        kernel = args[0] if args else kwargs["kernel"]  # ours first: a rejected kernel never reaches upstream
-        return kernel_allows_split(module, kernel) and bool(wrapped(*args, **kwargs))
-
-    patcher.wrap_path(module, TARGET, one_node)
+    narrow_predicate(module, patcher, lambda kernel: kernel_allows_split(module, kernel))
 
 
 FIX = Fix(

@@ -17,16 +17,14 @@
 
 from __future__ import annotations
 
-import inspect
 import types
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 from typing import Any
 
 from ..shim.fix import Fix, Probe
 from ..shim.patcher import Patcher
-from ..shim.scoped import with_globals
+from .rsplit_outer import TARGET, narrow_predicate, predicate_accepts
 
-TARGET = "_npu_rsplit_outer_applicable"
 #: The one reduction type whose partials the split's combine step may add up.
 ADDITIVE = "sum"
 
@@ -74,26 +72,12 @@ def stand_in_kernel(module: types.ModuleType, rtype: str) -> types.SimpleNamespa
               args=NS(output_buffers={"buf1": "out_ptr0"}, inplace_buffers={}))
 
 
-def _accepts(module: types.ModuleType, kernel: Any) -> bool:
-    """The live predicate (with any wrappers) on ``kernel``, its gate on and 40 vector
-    cores, through a scoped copy: the module's globals are not touched."""
-    from torch._inductor.sizevars import SizeVarAllocator
-    from torch._inductor.virtualized import V
-
-    cores = types.SimpleNamespace(get_npu_vector_core_count=lambda: 40)
-    graph = types.SimpleNamespace(sizevars=SizeVarAllocator())
-    predicate = with_globals(inspect.getattr_static(module, TARGET),
-                             {"npu_rsplit_outer": True, "device_props": cores})
-    with V.set_graph_handler(graph):  # type: ignore[arg-type]
-        return bool(predicate(kernel))
-
-
 def probe(module: types.ModuleType) -> Probe:
     """Ask the live predicate about the stand-in kernel as an OUTER ``max`` (the ``sum``
     form is asked too, for the detail only). A predicate that raises makes the probe raise:
     the registry reports the fix ``failed`` (the audit an error) and leaves the target alone."""
-    accepts_max = _accepts(module, stand_in_kernel(module, "max"))
-    accepts_sum = _accepts(module, stand_in_kernel(module, ADDITIVE))
+    accepts_max = predicate_accepts(module, stand_in_kernel(module, "max"))
+    accepts_sum = predicate_accepts(module, stand_in_kernel(module, ADDITIVE))
     if accepts_max:
         return Probe(True, f"{TARGET} accepts an OUTER max kernel: its partials would be added")
     control = "accepts" if accepts_sum else "also rejects"
@@ -101,11 +85,7 @@ def probe(module: types.ModuleType) -> Probe:
 
 
 def install(module: types.ModuleType, patcher: Patcher) -> None:
-    def sum_only(wrapped: Callable[..., Any], instance: Any, args: tuple, kwargs: dict) -> bool:
-        kernel = args[0] if args else kwargs["kernel"]  # ours first: a kernel we reject
-        return kernel_allows_split(kernel) and bool(wrapped(*args, **kwargs))  # never reaches upstream
-
-    patcher.wrap_path(module, TARGET, sum_only)
+    narrow_predicate(module, patcher, kernel_allows_split)
 
 
 FIX = Fix(

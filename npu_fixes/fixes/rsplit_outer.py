@@ -150,12 +150,19 @@ def probe(module: types.ModuleType) -> Probe:
     return Probe(False, f"{TARGET} rejects an OUTER sum kernel with two live outputs")
 
 
-def install(module: types.ModuleType, patcher: Patcher) -> None:
-    def guarded(wrapped: Callable[..., Any], instance: Any, args: tuple, kwargs: dict) -> bool:
-        kernel = args[0] if args else kwargs["kernel"]  # ours first: a rejected kernel
-        return kernel_allows_split(kernel) and bool(wrapped(*args, **kwargs))  # never asks upstream
+def narrow_predicate(module: types.ModuleType, patcher: Patcher, allows: Callable[[Any], bool]) -> None:
+    """Wrap the split predicate so that a kernel is split only if ``allows(kernel)`` and
+    upstream's predicate agree; ours is asked first, so a kernel we reject never reaches
+    upstream's. The rsplit fixes each narrow it this way, in any order."""
+    def narrowed(wrapped: Callable[..., Any], instance: Any, args: tuple, kwargs: dict) -> bool:
+        kernel = args[0] if args else kwargs["kernel"]
+        return allows(kernel) and bool(wrapped(*args, **kwargs))
 
-    patcher.wrap_path(module, TARGET, guarded)
+    patcher.wrap_path(module, TARGET, narrowed)
+
+
+def install(module: types.ModuleType, patcher: Patcher) -> None:
+    narrow_predicate(module, patcher, kernel_allows_split)
 
 
 FIX = Fix(

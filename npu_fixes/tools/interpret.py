@@ -11,7 +11,8 @@ shuffle them). Autotuning keeps the first config (no device timer).
 Stand-ins this needs, each a gap between CPU and NPU: the triton-ascend language modules
 (``tl.extra.cann``: libdevice mapped to Triton's, ``extract_slice`` not modelled), the
 3.2-era ``AttrsDescriptor`` the split reduction's combine kernel is described with, its
-``MLIRCompilationError``, a driver-free Triton hash and no GPU driver to select, and the launcher built for triton-ascend 3.2.x's layout.
+``MLIRCompilationError``, a driver-free Triton hash and no GPU driver to select, and the
+launcher built for triton-ascend 3.2.x's layout (what our users have).
 """
 
 from __future__ import annotations
@@ -69,12 +70,15 @@ def _extract_slice(*args: Any, **kwargs: Any) -> None:
     raise NotImplementedError("extract_slice (a bishengir tile slice) is not modelled by the interpreter")
 
 
+_CANN = "triton.language.extra.cann"
+
+
 def _language_modules() -> dict[str, types.ModuleType]:
     """``triton.language.extra.cann`` and its ``extension`` module, as kernels import them."""
     from triton.language.extra import libdevice
 
-    cann = types.ModuleType("triton.language.extra.cann")
-    extension = types.ModuleType("triton.language.extra.cann.extension")
+    cann = types.ModuleType(_CANN)
+    extension = types.ModuleType(_CANN + ".extension")
     extension.extract_slice = _extract_slice
     cann.extension, cann.libdevice = extension, libdevice
     return {cann.__name__: cann, extension.__name__: extension}
@@ -151,7 +155,7 @@ class InterpretedBinary:
         if len(names) != len(args):
             raise TypeError(f"{fn.__name__}: launched with {len(args)} arguments for {names}")
         kwargs = {n: self.constants[n] for i, n in enumerate(fn.arg_names) if i in fn.constexprs}
-        for name, arg in zip(names, args):
+        for name, arg in zip(names, args, strict=True):
             element = str(self.signature.get(name, ""))
             kwargs[name] = _pointer_view(arg, element[1:]) if element.startswith("*") else arg
         launch = Launch(fn.__name__, grid, {k: v for k, v in kwargs.items() if not hasattr(v, "data_ptr")})
@@ -197,17 +201,20 @@ def _bounds_checked(builder: Any, kwargs: dict[str, Any], name: str, busy: set[t
     import numpy as np
     from triton.runtime.interpreter import _get_np_dtype
 
-    spans = sorted({(t.untyped_storage().data_ptr(), t.untyped_storage().data_ptr() + t.untyped_storage().nbytes())
-                    for t in kwargs.values() if hasattr(t, "untyped_storage")})
-    starts = np.array([s for s, _ in spans], dtype=np.uint64)
-    ends = np.array([e for _, e in spans], dtype=np.uint64)
+    storages = [t.untyped_storage() for t in kwargs.values() if hasattr(t, "untyped_storage")]
+    spans = sorted({(s.data_ptr(), s.data_ptr() + s.nbytes()) for s in storages})
+    starts = np.array([start for start, _ in spans], dtype=np.uint64)
+    ends = np.array([end for _, end in spans], dtype=np.uint64)
 
     def check(what: str, ptrs: Any, mask: Any, itemsize: int) -> None:
         addresses = np.asarray(ptrs.data, dtype=np.uint64)[np.broadcast_to(mask.data, ptrs.data.shape)]
         if addresses.size:
             busy.add(tuple(builder.grid_idx))
-        slot = np.searchsorted(starts, addresses, side="right") - 1
-        inside = (slot >= 0) & (addresses + np.uint64(itemsize) <= ends[np.maximum(slot, 0)]) if len(spans) else slot > 0
+        if not spans:
+            inside = np.zeros(addresses.shape, dtype=bool)
+        else:
+            slot = np.searchsorted(starts, addresses, side="right") - 1
+            inside = (slot >= 0) & (addresses + np.uint64(itemsize) <= ends[np.maximum(slot, 0)])
         if not np.all(inside):
             raise OutOfBounds(f"{name}: a {what} outside every buffer passed to the kernel "
                               f"({int((~inside).sum())} of {addresses.size} addresses)")
@@ -259,7 +266,8 @@ def interpret(function: Callable[..., Any], grid: tuple[int, int, int], kwargs: 
             programs = [(x, y, z) for x in range(grid[0]) for y in range(grid[1]) for z in range(grid[2])]
             order.shuffle(programs)
             pending, set_idx = iter(programs), builder.set_grid_idx
-            stack.enter_context(mock.patch.object(builder, "set_grid_idx", lambda x, y, z: set_idx(*next(pending))))
+            stack.enter_context(mock.patch.object(builder, "set_grid_idx",
+                                                  lambda x, y, z: set_idx(*next(pending))))
         interpreter.InterpretedFunction(function).run(grid=grid, warmup=False, **kwargs)
     return len(busy)
 
@@ -300,21 +308,26 @@ def cpu_device(codegen: types.ModuleType, order: random.Random | None = None) ->
     def first_config(self: Any, *args: Any, **kwargs: Any) -> dict:
         return {launcher: float(i) for i, launcher in enumerate(self.launchers)}
 
+    languages = _language_modules()
+    torch_npu_c = types.SimpleNamespace(_empty_strided_npu=_npu_allocation)  # bound by the wrapper
+    patches = [
+        _modules(languages),
+        mock.patch.object(triton.language.extra, "cann", languages[_CANN], create=True),
+        mock.patch.object(sys.modules["torch_npu"], "_C", torch_npu_c, create=True),
+        mock.patch.object(triton_compiler, "AttrsDescriptor", AttrsDescriptor, create=True),
+        mock.patch.object(triton_errors, "MLIRCompilationError", MLIRCompilationError, create=True),
+        mock.patch.object(triton, "compile", compile_),
+        mock.patch("torch.utils._triton.triton_hash_with_backend", lambda: "host"),
+        mock.patch("torch._inductor.runtime.triton_helpers.set_driver_to_gpu", lambda: None),
+        mock.patch("torch._inductor.utils.triton_version_uses_attrs_dict", lambda: False),
+        mock.patch.object(heuristics.NPUCachingAutotuner, "benchmark_all_configs", first_config),
+        inductor_config.patch(cpu_backend="triton", compile_threads=1, force_disable_caches=True),
+    ]
     with contextlib.ExitStack() as stack:
-        stack.enter_context(_modules(_language_modules()))
-        stack.enter_context(mock.patch.object(triton.language.extra, "cann", sys.modules["triton.language.extra.cann"],
-                                              create=True))
-        stack.enter_context(mock.patch.object(sys.modules["torch_npu"], "_C", types.SimpleNamespace(
-            _empty_strided_npu=_npu_allocation), create=True))  # the wrapper binds it; cpu buffers never call it
-        stack.enter_context(mock.patch.object(triton_compiler, "AttrsDescriptor", AttrsDescriptor, create=True))
-        stack.enter_context(mock.patch.object(triton_errors, "MLIRCompilationError", MLIRCompilationError,
-                                              create=True))
-        stack.enter_context(mock.patch.object(triton, "compile", compile_))
-        stack.enter_context(mock.patch("torch.utils._triton.triton_hash_with_backend", lambda: "host"))
-        stack.enter_context(mock.patch("torch._inductor.runtime.triton_helpers.set_driver_to_gpu", lambda: None))
-        stack.enter_context(mock.patch("torch._inductor.utils.triton_version_uses_attrs_dict", lambda: False))
-        stack.enter_context(mock.patch.object(heuristics.NPUCachingAutotuner, "benchmark_all_configs", first_config))
-        stack.enter_context(inductor_config.patch(cpu_backend="triton", compile_threads=1, force_disable_caches=True))
+        for patch in patches:
+            stack.enter_context(patch)
         torch._dynamo.reset()
-        yield launches
-        torch._dynamo.reset()
+        try:
+            yield launches
+        finally:
+            torch._dynamo.reset()

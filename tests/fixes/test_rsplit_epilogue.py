@@ -10,11 +10,10 @@ import pytest
 
 from npu_fixes.fixes.rsplit_epilogue import kernel_allows_split, linear_epilogue
 from npu_fixes.fixes.rsplit_outer import pointwise_node
-from tests.conftest import FIXED_UPSTREAM, run_program, wheel_path
+from tests.fixes.test_rsplit_nested_range import STATES, battery_runs
 from tests.genuine_states import BEYOND, COMMITS, UNFIXED
 
 NAME = "rsplit-epilogue"
-STATES = (*COMMITS, *FIXED_UPSTREAM)
 #: Epilogues linear in the sum: the split stays (and is right).
 LINEAR = ("*c", "/n", "neg", "mean")
 #: Epilogues that are not.
@@ -77,9 +76,7 @@ def test_unreadable_kernels_and_subblocks_reject():
 # -- genuine states and the published wheels ----------------------------------------------
 @pytest.fixture(scope="module")
 def runs(genuine) -> dict[str, dict]:
-    labels = [*LINEAR, *NONLINEAR]
-    return {s: run_program("rsplit_split", "battery", env={"NPU_FIXES": "0"}, labels=labels,
-                           location=wheel_path(s) if s in FIXED_UPSTREAM else genuine(s)) for s in STATES}
+    return battery_runs(genuine, [*LINEAR, *NONLINEAR])
 
 
 def test_the_defect_is_at_every_state_and_wheel():
@@ -107,3 +104,15 @@ def test_linear_epilogues_keep_the_split(runs, state):
     for label in LINEAR:
         assert after[label]["launches"] == before[label]["launches"], label
         assert len(after[label]["launches"]) == (1 if state == "8bfbb9ed1" else 2), (label, after[label])
+
+
+@pytest.mark.parametrize("state", STATES)
+def test_lost_parallelism(runs, state):
+    """The refused kernels run unsplit on 40 programs of which only the x blocks find work:
+    one for the [4096, 8] epilogues, four for the two-free-node [2048, 32] sum (the README's
+    cost table); where the split was taken it had 40 working programs."""
+    before, after = runs[state]["before"], runs[state]["after"]
+    for label in NONLINEAR:
+        assert after[label]["launches"] == [[40, 4 if label == "nested2+b" else 1]], (label, after[label])
+        if "launches" in before[label] and len(before[label]["launches"]) == 2:
+            assert before[label]["launches"][0] == [40, 40], (label, before[label])

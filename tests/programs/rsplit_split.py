@@ -79,7 +79,7 @@ def run_all(codegen, labels: list[str]) -> dict:
             out[label] = {"error": f"{type(exc).__name__}: {str(exc).strip().splitlines()[-1][:300]}"}
             continue
         got = got if isinstance(got, tuple) else (got,)
-        record = {"equal": all(_close(g, w) for g, w in zip(got, want)),
+        record = {"equal": all(_close(g, w) for g, w in zip(got, want, strict=True)),
                   "launches": [[launch.grid[0] * launch.grid[1] * launch.grid[2], launch.busy]
                                for launch in launches]}
         if not record["equal"] and got[0].is_floating_point():

@@ -1,0 +1,83 @@
+"""npu_fixes.tools.interpret in-process on hand-written kernels: the grid, the program order,
+bounds checks, any block length, raw pointer reads, programs with work. Its use on the
+backends' generated kernels: tests/fixes/test_rsplit_nested_range.py and test_rsplit_epilogue.py."""
+
+from __future__ import annotations
+
+import random
+
+import pytest
+import torch
+import triton
+import triton.language as tl
+from triton.runtime.jit import JITFunction
+
+from npu_fixes.tools.interpret import InterpretedBinary, OutOfBounds, interpret
+
+
+@triton.jit
+def _last_writer(out_ptr, ids_ptr, n):
+    pid = tl.program_id(0)
+    tl.store(out_ptr, pid)  # every program writes the same element: the last one wins
+    tl.store(ids_ptr + pid, pid, mask=pid < n)
+
+
+@triton.jit
+def _block_of(out_ptr, BLOCK: tl.constexpr, numel):
+    offsets = tl.program_id(0) * BLOCK + tl.arange(0, BLOCK)
+    tl.store(out_ptr + offsets, offsets * 2, mask=offsets < numel)
+
+
+@triton.jit
+def _copy(in_ptr, out_ptr, BLOCK: tl.constexpr):
+    offsets = tl.arange(0, BLOCK)
+    tl.store(out_ptr + offsets, tl.load(in_ptr + offsets))
+
+
+def test_programs_run_in_row_major_order_or_shuffled():
+    out, ids = torch.zeros(1, dtype=torch.int32), torch.full((8,), -1, dtype=torch.int32)
+    interpret(_last_writer.fn, (8, 1, 1), {"out_ptr": out, "ids_ptr": ids, "n": 8})
+    assert out.item() == 7 and ids.tolist() == list(range(8))
+    lasts = set()
+    for seed in range(6):
+        order = random.Random(seed)
+        expected = list(range(8))
+        random.Random(seed).shuffle(expected)
+        interpret(_last_writer.fn, (8, 1, 1), {"out_ptr": out, "ids_ptr": ids, "n": 8}, order)
+        assert out.item() == expected[-1]  # the program the seeded order ran last
+        lasts.add(out.item())
+    assert len(lasts) > 1  # the order does change between seeds
+
+
+def test_any_block_length_and_programs_with_work():
+    out = torch.zeros(30, dtype=torch.int32)
+    busy = interpret(_block_of.fn, (4, 1, 1), {"out_ptr": out, "BLOCK": 12, "numel": 30})
+    assert out.tolist() == [2 * i for i in range(30)]
+    assert busy == 3  # the fourth program's offsets are all masked off
+
+
+def test_out_of_bounds_store_raises_before_writing():
+    guard = torch.zeros(64, dtype=torch.float32)
+    src, dst = torch.ones(16), guard[:8]  # dst's storage holds 64 floats: 16 stay inside
+    interpret(_copy.fn, (1, 1, 1), {"in_ptr": src, "out_ptr": dst, "BLOCK": 16})
+    assert guard[:16].tolist() == [1.0] * 16
+    small = torch.zeros(8)
+    with pytest.raises(Exception, match="OutOfBounds") as info:
+        interpret(_copy.fn, (1, 1, 1), {"in_ptr": src, "out_ptr": small, "BLOCK": 16})
+    assert isinstance(info.value.__cause__, OutOfBounds) and "store outside every buffer" in str(info.value)
+    assert small.tolist() == [0.0] * 8  # nothing was written
+
+
+def test_binary_reads_pointers_as_the_signature_says():
+    """An int64 buffer passed where the kernel was compiled for ``*i32`` is read as raw
+    32-bit words, as an NPU reads a pointer."""
+    src = torch.tensor([5, 7], dtype=torch.int64)
+    dst = torch.zeros(4, dtype=torch.int32)
+    launches = []
+    kernel = JITFunction(_copy.fn)  # what the backend compiles (a JIT function in any mode)
+    binary = InterpretedBinary(triton.compiler.ASTSource(kernel, {"in_ptr": "*i32", "out_ptr": "*i32", "BLOCK": "constexpr"},
+                                                         {"BLOCK": 4}), launches, None)
+    binary.run(1, 1, 1, None, None, None, None, None, None, src, dst)
+    assert dst.tolist() == [5, 0, 7, 0]  # little-endian halves of the two int64 values
+    assert [(launch.kernel, launch.grid, launch.constants, launch.busy) for launch in launches] == [
+        ("_copy", (1, 1, 1), {"BLOCK": 4}, 1)]
