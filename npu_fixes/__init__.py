@@ -3,7 +3,8 @@
 ``import npu_fixes`` imports neither torch nor torch_npu: it arms post-import hooks, and
 each fix is decided when its target module finishes importing (or at once, if it already
 has). A fix wraps its target only when a behavioural probe shows the defect on the live
-code, so an install that already has upstream's fix is left exactly as it is.
+code, so an install that already has upstream's fix is left exactly as it is; the defects
+upstream has not fixed anywhere are repaired on every install that has them.
 
 ``NPU_FIXES=0`` (or off/false/no) turns everything off; ``NPU_FIXES_DISABLE=name,...`` turns single fixes off.
 """
