@@ -12,7 +12,10 @@ import triton
 import triton.language as tl
 from triton.runtime.jit import JITFunction
 
-from npu_fixes.tools.interpret import InterpretedBinary, OutOfBounds, interpret
+from npu_fixes.tools.interpret import InterpretedBinary, OutOfBounds, interpret, language_modules
+
+#: triton-ascend's libdevice as kernels see it on the interpreter device.
+libdevice = language_modules()["triton.language.extra.cann"].libdevice
 
 
 @triton.jit
@@ -32,6 +35,25 @@ def _block_of(out_ptr, BLOCK: tl.constexpr, numel):
 def _copy(in_ptr, out_ptr, BLOCK: tl.constexpr):
     offsets = tl.arange(0, BLOCK)
     tl.store(out_ptr + offsets, tl.load(in_ptr + offsets))
+
+
+@triton.jit
+def _math(in_ptr, out_ptr, flags_ptr, BLOCK: tl.constexpr):
+    offsets = tl.arange(0, BLOCK)
+    x = tl.load(in_ptr + offsets)
+    tl.store(out_ptr + offsets, libdevice.exp(x) + libdevice.tanh(x) + libdevice.pow(x, 2.0))
+    tl.store(flags_ptr + offsets, libdevice.isnan(tl.log(x)).to(tl.int32))
+
+
+@pytest.mark.filterwarnings("ignore:invalid value encountered in log:RuntimeWarning")
+def test_libdevice_maps_to_math_or_numpy():
+    x = torch.tensor([0.5, 1.0, -1.0, 2.0])
+    out, flags = torch.zeros(4), torch.zeros(4, dtype=torch.int32)
+    interpret(_math.fn, (1, 1, 1), {"in_ptr": x, "out_ptr": out, "flags_ptr": flags, "BLOCK": 4})
+    assert torch.allclose(out, x.exp() + x.tanh() + x**2)
+    assert flags.tolist() == [0, 0, 1, 0]  # log(-1) is NaN
+    with pytest.raises(AttributeError, match="not modelled"):
+        libdevice.no_such_function  # noqa: B018
 
 
 def test_programs_run_in_row_major_order_or_shuffled():

@@ -9,7 +9,7 @@ programs running at once (the interpreter runs them one after another; ``order``
 shuffle them). Autotuning keeps the first config (no device timer).
 
 Stand-ins this needs, each a gap between CPU and NPU: the triton-ascend language modules
-(``tl.extra.cann``: libdevice mapped to Triton's, ``extract_slice`` not modelled), the
+(``tl.extra.cann``: libdevice mapped to ``tl.math`` or numpy, ``extract_slice`` not modelled), the
 3.2-era ``AttrsDescriptor`` the split reduction's combine kernel is described with, its
 ``MLIRCompilationError``, a driver-free Triton hash and no GPU driver to select, and the
 launcher built for triton-ascend 3.2.x's layout (what our users have).
@@ -71,16 +71,59 @@ def _extract_slice(*args: Any, **kwargs: Any) -> None:
 
 
 _CANN = "triton.language.extra.cann"
+#: libdevice functions that ``tl.math`` lacks, by the numpy function computing them.
+_NUMPY_LIBDEVICE = {
+    "tanh": "tanh", "sinh": "sinh", "cosh": "cosh", "tan": "tan", "asin": "arcsin", "acos": "arccos",
+    "atan": "arctan", "asinh": "arcsinh", "acosh": "arccosh", "atanh": "arctanh", "atan2": "arctan2",
+    "pow": "power", "log1p": "log1p", "expm1": "expm1", "trunc": "trunc", "rint": "rint",
+    "nearbyint": "rint", "round": "round", "isnan": "isnan", "isinf": "isinf", "signbit": "signbit",
+}
 
 
-def _language_modules() -> dict[str, types.ModuleType]:
+def _numpy_elementwise(name: str) -> Callable[..., Any]:
+    """libdevice function ``name`` computed by numpy on the interpreter's tensors."""
+    import numpy as np
+    import triton.language as tl
+    from triton.runtime.interpreter import TensorHandle
+
+    compute = getattr(np, _NUMPY_LIBDEVICE[name])
+
+    def elementwise(*args: Any, **kwargs: Any) -> Any:
+        first = next(a for a in args if isinstance(a, tl.tensor))
+        values = [a.handle.data if isinstance(a, tl.tensor) else a for a in args]
+        data = compute(*values)
+        if data.dtype == np.bool_:
+            return tl.tensor(TensorHandle(data, tl.int1), first.type.with_element_ty(tl.int1)
+                             if first.type.is_block() else tl.int1)
+        return tl.tensor(TensorHandle(data.astype(first.handle.data.dtype), first.dtype), first.type)
+
+    return elementwise
+
+
+def _libdevice() -> types.ModuleType:
+    """triton-ascend's libdevice for the interpreter: ``tl.math``'s function of the name (looked
+    up at each use: the interpreter patches ``tl.math`` while a kernel runs), else numpy's."""
+    import triton.language as tl
+
+    module = types.ModuleType(_CANN + ".libdevice")
+
+    def lookup(name: str) -> Any:
+        if hasattr(tl.math, name):
+            return getattr(tl.math, name)
+        if name in _NUMPY_LIBDEVICE:
+            return _numpy_elementwise(name)
+        raise AttributeError(f"libdevice.{name} is not modelled by the interpreter")
+
+    module.__getattr__ = lookup  # type: ignore[method-assign]
+    return module
+
+
+def language_modules() -> dict[str, types.ModuleType]:
     """``triton.language.extra.cann`` and its ``extension`` module, as kernels import them."""
-    from triton.language.extra import libdevice
-
     cann = types.ModuleType(_CANN)
     extension = types.ModuleType(_CANN + ".extension")
     extension.extract_slice = _extract_slice
-    cann.extension, cann.libdevice = extension, libdevice
+    cann.extension, cann.libdevice = extension, _libdevice()
     return {cann.__name__: cann, extension.__name__: extension}
 
 
@@ -308,7 +351,7 @@ def cpu_device(codegen: types.ModuleType, order: random.Random | None = None) ->
     def first_config(self: Any, *args: Any, **kwargs: Any) -> dict:
         return {launcher: float(i) for i, launcher in enumerate(self.launchers)}
 
-    languages = _language_modules()
+    languages = language_modules()
     torch_npu_c = types.SimpleNamespace(_empty_strided_npu=_npu_allocation)  # bound by the wrapper
     patches = [
         _modules(languages),
