@@ -101,5 +101,5 @@ def test_binary_reads_pointers_as_the_signature_says():
                                                          {"BLOCK": 4}), launches, None)
     binary.run(1, 1, 1, None, None, None, None, None, None, src, dst)
     assert dst.tolist() == [5, 0, 7, 0]  # little-endian halves of the two int64 values
-    assert [(launch.kernel, launch.grid, launch.constants, launch.busy) for launch in launches] == [
-        ("_copy", (1, 1, 1), {"BLOCK": 4}, 1)]
+    assert [(launch.kernel, launch.grid, launch.arguments, launch.constants, launch.busy)
+            for launch in launches] == [("_copy", (1, 1, 1), ("in_ptr", "out_ptr"), {"BLOCK": 4}, 1)]

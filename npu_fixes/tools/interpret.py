@@ -36,11 +36,13 @@ _POINTER_DTYPES = {
 
 @dataclasses.dataclass
 class Launch:
-    """One kernel launch: the kernel's name, the grid the launcher passed, its constants and
-    how many of its programs read or wrote any element (the others found no work)."""
+    """One kernel launch: the kernel's name, the grid the launcher passed, the names of the
+    arguments passed, its constants and how many of its programs read or wrote any element
+    (the others found no work)."""
 
     kernel: str
     grid: tuple[int, int, int]
+    arguments: tuple[str, ...]
     constants: dict[str, Any]
     busy: int = 0
 
@@ -201,7 +203,8 @@ class InterpretedBinary:
         for name, arg in zip(names, args, strict=True):
             element = str(self.signature.get(name, ""))
             kwargs[name] = _pointer_view(arg, element[1:]) if element.startswith("*") else arg
-        launch = Launch(fn.__name__, grid, {k: v for k, v in kwargs.items() if not hasattr(v, "data_ptr")})
+        constants = {k: v for k, v in kwargs.items() if not hasattr(v, "data_ptr")}
+        launch = Launch(fn.__name__, grid, tuple(names), constants)
         self._launches.append(launch)
         launch.busy = interpret(fn.fn, grid, kwargs, self._order)
 
