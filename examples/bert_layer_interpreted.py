@@ -74,8 +74,9 @@ def main() -> None:
         if not error <= TOLERANCE:  # NaN counts as differing
             differing[name] = round(error, 4)
     split = sum("ws_ptr" in launch.arguments for launch in launches)  # a partial kernel's workspace
+    seconds = round(time.perf_counter() - start, 1)
     print(json.dumps({"torch_npu": args.torch_npu, "fixes_applied": applied, "kernels": len(launches),
-                      "split": split, "seconds": round(time.perf_counter() - start, 1), "differing": differing}))
+                      "split": split, "seconds": seconds, "differing": differing}))
 
 
 if __name__ == "__main__":
