@@ -10,12 +10,12 @@ import pytest
 
 from npu_fixes.fixes.rsplit_outer import kernel_allows_split, live_outputs, split_allowed
 from tests.conftest import FIXED_UPSTREAM, run_program, wheel_path
-from tests.genuine_states import COMMITS, DEFECTS, REFERENCE
+from tests.genuine_states import COMMITS, DEFECTS, REFERENCE, WITHOUT_UNFIXED
 
 #: Armed only by npu_fixes.apply() in the body, after the probe; rsplit-outer alone on its
 #: predicate: the siblings for defects no published state has fixed are switched off (their
 #: tests: test_rsplit_nested_range.py, test_rsplit_epilogue.py).
-OFF = {"NPU_FIXES": "0", "NPU_FIXES_DISABLE": "rsplit-nested-range,rsplit-epilogue"}
+OFF = {"NPU_FIXES": "0", **WITHOUT_UNFIXED}
 SEED = "OUTER|sum|two|nested|bert"  # hf_Bert: 2048x768 pointwise + 1x768 reduction store
 
 
