@@ -94,8 +94,11 @@ def _base_env() -> dict[str, str]:
     # (a check meant for PyTorch's own CI), and the backend's registration trips over it.
     # So do COLUMNS and LINES (pytest-xdist sets them in its workers): a program's output
     # is not a terminal's, and tables must not be cut to the width of the one running pytest.
+    # PYTEST_CURRENT_TEST names the running test: kept, it would make every test's programs
+    # differ from the fork server's environment and start a new server per test.
     env = {k: v for k, v in os.environ.items()
-           if not k.startswith("NPU_FIXES") and k not in ("TRITON_INTERPRET", "CI", "COLUMNS", "LINES")}
+           if not k.startswith("NPU_FIXES")
+           and k not in ("TRITON_INTERPRET", "CI", "COLUMNS", "LINES", "PYTEST_CURRENT_TEST")}
     env["NPU_FIXES_WHEELS"] = str(WHEEL_DIR)
     env["TORCH_DEVICE_BACKEND_AUTOLOAD"] = "0"
     # Every compile lowers through the code under test (no FX graph or autograd cache hit);
