@@ -24,8 +24,9 @@ def test_load_pinned_wheels(version):
         assert res["has_backend"] is False and res["modules"] == []
     else:
         assert res["has_backend"] is True
-        assert res["modules"] == ["codegen.triton", "lowering", "npu_triton_heuristics", "overrides"]
+        assert res["modules"] == ["codegen.triton", "lowering", "npu_triton_helpers", "npu_triton_heuristics", "overrides"]
         assert res["errors"] == {} and res["device_stand_in"] is True
+        assert res["language_stand_in"] is True  # stock Triton here: no tl.extra.cann of its own
 
 
 def _extract(version, dest):
@@ -40,9 +41,9 @@ def test_load_source_tree_and_package_dir(tmp_path):
     root = _extract("2.13.0", tmp_path / "tree")
     (root / "torch_npu" / "version.py").unlink()  # a source tree has no generated version.py
     res = report(root)
-    assert res["version"] is None and res["modules"] == ["codegen.triton", "lowering", "npu_triton_heuristics", "overrides"]
+    assert res["version"] is None and res["modules"] == ["codegen.triton", "lowering", "npu_triton_helpers", "npu_triton_heuristics", "overrides"]
     res = report(root / "torch_npu")
-    assert res["modules"] == ["codegen.triton", "lowering", "npu_triton_heuristics", "overrides"]
+    assert res["modules"] == ["codegen.triton", "lowering", "npu_triton_helpers", "npu_triton_heuristics", "overrides"]
 
 
 def test_tree_with_a_different_module_list(tmp_path):
@@ -52,7 +53,7 @@ def test_tree_with_a_different_module_list(tmp_path):
     (backend / "lowering.py").unlink()
     (backend / "codegen" / "triton.py").write_text("raise ImportError('needs a newer torch')\n")
     res = report(root)
-    assert res["modules"] == ["npu_triton_heuristics"]
+    assert res["modules"] == ["npu_triton_helpers", "npu_triton_heuristics"]
     assert "needs a newer torch" in res["errors"]["codegen.triton"]
 
 
@@ -102,12 +103,12 @@ def test_import_time_systemexit_is_reported_not_raised(tmp_path):
     res = report(root)
     assert res["errors"] == {"lowering": "SystemExit: 7"}
     assert res["version"] is None and res["version_error"] == "torch_npu/version.py raised SystemExit: 7"
-    assert res["modules"] == ["codegen.triton", "npu_triton_heuristics", "overrides"]
+    assert res["modules"] == ["codegen.triton", "npu_triton_helpers", "npu_triton_heuristics", "overrides"]
 
 
 def test_load_writes_no_pycache(tmp_path):
     root = _extract("2.14.0", tmp_path / "tree")
     res = report(root, env={"PYTHONDONTWRITEBYTECODE": ""})
-    assert res["modules"] == ["codegen.triton", "lowering", "npu_triton_heuristics", "overrides"]
+    assert res["modules"] == ["codegen.triton", "lowering", "npu_triton_helpers", "npu_triton_heuristics", "overrides"]
     assert res["dont_write_bytecode"] is False  # restored after the load
     assert list(root.rglob("__pycache__")) == []

@@ -33,6 +33,7 @@ MODULES = (
     "codegen_misc_95c",
     "slice_scatter_offset",
     "minmax_propagate_nan",
+    "min2_propagate_nan",
     "rsplit_nested_range",
     "rsplit_epilogue",
     "te_parallel_ce",

@@ -20,13 +20,14 @@ _MISSING = object()  # the original of an added mapping item
 
 @dataclasses.dataclass
 class _Patch:
-    """One change we made: a wrapt wrapper (``handle``), an added attribute or a mapping item."""
+    """One change we made: a wrapt wrapper (``handle``), an added or replaced attribute, or a
+    mapping item."""
 
-    kind: str  # "wrap", "add" or "item"
-    owner: Any  # the object (wrap, add) or the mapping (item)
+    kind: str  # "wrap", "add", "replace" or "item"
+    owner: Any  # the object (wrap, add, replace) or the mapping (item)
     name: Any  # attribute name or mapping key
     replacement: Any  # what we put there (for "wrap": wrapt's handle)
-    original: Any = _MISSING  # "item" only: the value before us (_MISSING: there was none)
+    original: Any = _MISSING  # "replace", "item": the value before us (_MISSING: there was none)
     seq: int = 0  # the patcher's mark when it was made
 
     def still_ours(self) -> bool:
@@ -37,7 +38,7 @@ class _Patch:
         if self.kind == "item":
             return self.owner.get(self.name, _MISSING) is self.replacement
         current = inspect.getattr_static(self.owner, self.name, _MISSING)
-        if self.kind == "add":
+        if self.kind in ("add", "replace"):
             return current is self.replacement
         return current is not _MISSING and wrapt.is_wrapped_by(current, self.replacement)
 
@@ -58,6 +59,8 @@ class _Patch:
                 return False
         if self.kind == "add":
             delattr(self.owner, self.name)
+        elif self.kind == "replace":
+            setattr(self.owner, self.name, self.original)
         elif self.original is _MISSING:
             del self.owner[self.name]
         else:
@@ -125,6 +128,16 @@ class Patcher:
             raise ValueError(f"{owner!r} already has {attr!r}: wrap it instead of adding it")
         setattr(owner, attr, value)
         self._record(self._key(owner, attr), _Patch("add", owner, attr, value))
+
+    def replace(self, owner: Any, attr: str, value: Any) -> None:
+        """Set ``owner.attr = value`` in place of what stands there, for an object that a
+        wrapper cannot stand in for (a Triton JIT function); :meth:`restore` puts the
+        original back. Applying twice replaces once."""
+        if self.is_wrapped(owner, attr):
+            return
+        original = inspect.getattr_static(owner, attr)
+        setattr(owner, attr, value)
+        self._record(self._key(owner, attr), _Patch("replace", owner, attr, value, original))
 
     def set_item(self, mapping: Any, key: Any, value: Any) -> None:
         """``mapping[key] = value``, restorable; the first original is the one kept (a key

@@ -28,7 +28,7 @@ from pathlib import Path
 
 BACKEND = "torch_npu._inductor.triton_experimental"
 #: Modules that hold fix targets, imported in this order when present.
-BACKEND_MODULES = ("npu_triton_heuristics", "codegen.triton", "lowering", "overrides")
+BACKEND_MODULES = ("npu_triton_heuristics", "codegen.triton", "lowering", "overrides", "npu_triton_helpers")
 
 #: Schemas of ``torch.ops.npu`` ops referenced at import time by the backend.
 NPU_SCHEMAS = {
@@ -131,6 +131,23 @@ def _device_stand_in() -> types.ModuleType:
                  "register_interface_for_npu"):
         setattr(module, name, lambda: None)
     return module
+
+
+def _language_stand_in() -> None:
+    """Where the host's Triton has no triton-ascend language extension, an empty
+    ``tl.extra.cann``: the backend's helper module reads ``tl.extra.cann.libdevice`` when
+    imported, and kernel text only names its functions. (``npu_fixes.tools.interpret``
+    gives kernels it runs a working one.)"""
+    try:
+        import triton.language.extra as extra
+    except ImportError:  # no Triton: the modules that need it report the error
+        return
+    if hasattr(extra, "cann") or hasattr(extra, "ascend"):
+        return
+    cann = types.ModuleType("triton.language.extra.cann")
+    cann.__doc__ = "npu_fixes host stand-in: triton-ascend is not installed here."
+    cann.libdevice = types.ModuleType("triton.language.extra.cann.libdevice")
+    extra.cann = cann
 
 
 _LIBRARY: list = []  # keeps the torch.library fragment alive
@@ -255,6 +272,7 @@ def _load_modules(root: Path, source: Path) -> HostLoad:
     for op, schema in NPU_SCHEMAS.items():
         _define_npu_op(op, schema)
     sys.modules[f"{BACKEND}.device"] = _device_stand_in()
+    _language_stand_in()
     for short in BACKEND_MODULES:
         relative = Path(*short.split("."))
         if not ((backend_dir / f"{relative}.py").is_file() or (backend_dir / relative).is_dir()):

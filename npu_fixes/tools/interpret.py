@@ -45,6 +45,8 @@ class Launch:
     arguments: tuple[str, ...]
     constants: dict[str, Any]
     busy: int = 0
+    #: The kernel's Python source (its ``def``).
+    source: str = ""
 
 
 class AttrsDescriptor:
@@ -204,7 +206,7 @@ class InterpretedBinary:
             element = str(self.signature.get(name, ""))
             kwargs[name] = _pointer_view(arg, element[1:]) if element.startswith("*") else arg
         constants = {k: v for k, v in kwargs.items() if not hasattr(v, "data_ptr")}
-        launch = Launch(fn.__name__, grid, tuple(names), constants)
+        launch = Launch(fn.__name__, grid, tuple(names), constants, source=getattr(fn, "src", ""))
         self._launches.append(launch)
         launch.busy = interpret(fn.fn, grid, kwargs, self._order)
 
@@ -279,6 +281,13 @@ def _bounds_checked(builder: Any, kwargs: dict[str, Any], name: str, busy: set[t
             mock.patch.object(builder, "create_masked_store", checked_store)]
 
 
+#: Keywords that triton-ascend's language functions take and stock Triton's lack, by the
+#: function's module and name: dropped here (the interpreter's reductions propagate NaN
+#: anyway). Any other keyword a function lacks fails as on the device: triton-ascend's
+#: ``tl.min`` has no ``propagate_nan``.
+_ASCEND_KEYWORDS = {("triton.language.standard", "max"): ("propagate_nan",)}
+
+
 def interpret(function: Callable[..., Any], grid: tuple[int, int, int], kwargs: dict[str, Any],
               order: random.Random | None = None) -> int:
     """Run the Python ``function`` of a JIT kernel in Triton's interpreter over ``grid``,
@@ -290,10 +299,22 @@ def interpret(function: Callable[..., Any], grid: tuple[int, int, int], kwargs: 
     from triton.runtime import interpreter
     from triton.runtime.jit import JITFunction
 
+    patch_lang, scopes = interpreter._patch_lang, []
+
+    def recorded(fn: Any) -> Any:
+        scopes.append(patch_lang(fn))
+        return scopes[-1]
+
     def nested(self: Any, *args: Any, **kw: Any) -> Any:
-        if "propagate_nan" not in inspect.signature(self.fn).parameters:  # triton-ascend's keyword;
-            kw.pop("propagate_nan", None)  # the interpreter's reductions propagate NaN anyway
-        return interpreter.InterpretedFunction(self.fn)(*args, **kw)
+        for extra in _ASCEND_KEYWORDS.get((self.fn.__module__, self.fn.__name__), ()):
+            if extra not in inspect.signature(self.fn).parameters:
+                kw.pop(extra, None)
+        mark = len(scopes)
+        try:
+            return interpreter.InterpretedFunction(self.fn)(*args, **kw)
+        finally:  # Triton leaves what a nested call patched in the language modules
+            while len(scopes) > mark:
+                scopes.pop().restore()
 
     patch_tensor = interpreter._patch_lang_tensor
 
@@ -304,6 +325,7 @@ def interpret(function: Callable[..., Any], grid: tuple[int, int, int], kwargs: 
     builder = interpreter.interpreter_builder
     busy: set[tuple] = set()
     with contextlib.ExitStack() as stack:
+        stack.enter_context(mock.patch.object(interpreter, "_patch_lang", recorded))
         # The interpreter checks every int32 add, sub and mul for overflow (about half of its
         # time on index arithmetic); a device does not. A wrapped address still shows: every
         # load and store is bounds-checked.
@@ -374,6 +396,9 @@ def cpu_device(codegen: types.ModuleType, order: random.Random | None = None) ->
         mock.patch.object(heuristics.NPUCachingAutotuner, "benchmark_all_configs", first_config),
         inductor_config.patch(cpu_backend="triton", compile_threads=1, force_disable_caches=True),
     ]
+    helpers = sys.modules.get(package + ".npu_triton_helpers")
+    if hasattr(helpers, "libdevice"):  # loaded before: kernels import its libdevice
+        patches.append(mock.patch.object(helpers, "libdevice", languages[_CANN].libdevice))
     with contextlib.ExitStack() as stack:
         for patch in patches:
             stack.enter_context(patch)

@@ -9,7 +9,7 @@ from tests.programs import host_load, main, standalone_host
 
 def report(location: str) -> dict:
     """What the host load of ``location`` gives: version, backend, modules, errors, the bare
-    parent package, the device stand-in, and whether bytecode writing is back as it was."""
+    parent package, the device and triton-ascend language stand-ins, and whether bytecode writing is back as it was."""
     loaded = host_load(location)
     backend = standalone_host().BACKEND
     return {
@@ -20,6 +20,8 @@ def report(location: str) -> dict:
         "bare_parent": sys.modules["torch_npu"].__file__ is None,
         "device_stand_in": ("stand-in" in (sys.modules.get(backend + ".device").__doc__ or "")
                             if loaded.has_backend else None),
+        "language_stand_in": "stand-in" in (getattr(sys.modules["triton.language.extra"], "cann", None).__doc__
+                                            or "") if loaded.has_backend else None,
         "version_error": loaded.version_error,
         "dont_write_bytecode": sys.dont_write_bytecode,
     }

@@ -1,0 +1,83 @@
+"""min2-propagate-nan: the rule on helper sources, then min reductions compiled through
+every genuine state and the fixed wheel, kernels run in Triton's interpreter with the
+backend's launcher grid, and the helper's Triton IR built by the host frontend."""
+
+from __future__ import annotations
+
+import pytest
+
+from npu_fixes.fixes.min2_propagate_nan import min_keywords, min_takes_propagate_nan, reduces_wrongly
+from tests.conftest import run_program, wheel_path
+from tests.genuine_states import BEYOND, COMMITS
+
+NAME = "min2-propagate-nan"
+#: Upstream fixed it only in the published wheels: the reference.
+WHEEL = "2.13.0"
+STATES = (*COMMITS, WHEEL)
+PROGRAMS = ("amin", "amin-0", "amin-all", "amin-looped", "amin-relu")
+UNEXPECTED = "min() got an unexpected keyword argument 'propagate_nan'"
+
+
+def _with_flag(a, dim):
+    return tl.min(a, dim, propagate_nan=True)  # noqa: F821 - read as source only
+
+
+def _without_flag(a, dim):
+    return tl.min(a, dim)  # noqa: F821
+
+
+def _by_reduce(a, dim):
+    return tl.reduce(a, dim, combine)  # noqa: F821
+
+
+def test_rule_reads_the_helper_source_against_the_live_min():
+    import triton.language
+
+    assert min_keywords(_with_flag) == [{"propagate_nan"}] and min_keywords(_by_reduce) == []
+    assert min_keywords(None) is None  # no source: nothing to judge
+    assert min_takes_propagate_nan(triton.language.min) is False  # stock Triton, like triton-ascend
+    assert "fails to build" in reduces_wrongly(min_keywords(_with_flag), False)
+    assert "drops NaN" in reduces_wrongly(min_keywords(_without_flag), False)
+    assert reduces_wrongly(min_keywords(_with_flag), True) is None  # a tl.min that takes the flag
+    assert reduces_wrongly(min_keywords(_by_reduce), False) is None
+    assert min_takes_propagate_nan(lambda input, axis=None, propagate_nan=False: None) is True
+
+
+@pytest.fixture(scope="module")
+def runs(genuine):
+    """Each genuine state and the 2.13.0 wheel, one interpreter each."""
+    return {s: run_program("min2_propagate_nan", "amin", env={"NPU_FIXES": "0"},
+                           location=wheel_path(s) if s == WHEEL else genuine(s)) for s in STATES}
+
+
+def test_states_cover_the_defect():
+    assert BEYOND[NAME] == set(COMMITS)  # every public commit; only the wheels are fixed
+
+
+@pytest.mark.parametrize("state", STATES)
+def test_probe_says_needed_exactly_where_the_defect_is(runs, state):
+    assert runs[state]["probe_before"][0] is (state in BEYOND[NAME]), runs[state]["probe_before"]
+    assert runs[state]["state"] == ("applied" if state in BEYOND[NAME] else "not-needed")
+
+
+def test_the_wheel_reduces_with_nan(runs):
+    """The reference: every program builds, runs, equals eager and keeps the NaN; its
+    helper's IR takes the minimum with NaN propagation."""
+    res = runs[WHEEL]
+    for label in PROGRAMS:
+        assert res["before"][label] == {"equal": True, "nan": True, "min2_calls": 1}, label
+    assert res["ir_before"] == ["arith.minimumf"] and res["after"] == res["before"]
+
+
+@pytest.mark.parametrize("state", COMMITS)
+def test_repaired_state_computes_what_the_wheel_computes(runs, state):
+    """Before: every program stops at its min reduction, and the helper's IR does not
+    build. After: each equals eager with its NaN, as the wheel's, and the IR is the
+    wheel's; undo brings the defect back."""
+    res, wheel = runs[state], runs[WHEEL]
+    for label in PROGRAMS:
+        assert UNEXPECTED in res["before"][label]["error"], (label, res["before"][label])
+    assert res["ir_before"] == f"build fails: CompilationError: TypeError(\"{UNEXPECTED}\")"
+    assert res["after"] == wheel["before"]
+    assert res["ir_after"] == wheel["ir_before"] == ["arith.minimumf"]
+    assert res["probe_after"] is False and res["undone"] is True
