@@ -226,7 +226,8 @@ def test_audit_of_an_unknown_layout_is_an_error(tmp_path):
     future layout): not a clean audit of `absent` rows but an error, exit 1."""
     root = _tree("2.14.0", tmp_path)
     backend = root / "torch_npu" / "_inductor" / "triton_experimental"
-    for module in ("npu_triton_heuristics.py", "lowering.py", "overrides.py", "codegen/triton.py"):
+    for module in ("npu_triton_heuristics.py", "lowering.py", "overrides.py", "codegen/triton.py",
+                   "npu_triton_helpers.py"):
         (backend / module).rename(backend / module.replace(".py", "_moved.py"))
     code, report = audit_json(root)
     assert code == 1, report

@@ -114,6 +114,23 @@ def test_patcher_add_is_deleted_by_restore(make_module):
     assert not hasattr(mod, "extra") and table == {"kept": 1}
 
 
+def test_patcher_replace_puts_the_original_back_only_over_its_own(make_module):
+    mod = importlib.import_module(make_module("pt_replace", TARGET_SOURCE))
+    original, ours, theirs = mod.decide, object(), object()
+    patcher = Patcher()
+    patcher.replace(mod, "decide", ours)
+    patcher.replace(mod, "decide", object())  # replacing twice replaces once
+    assert mod.decide is ours and patcher.is_wrapped(mod, "decide") and patcher.original(mod, "decide") is original
+    assert patcher.restore() == 1 and mod.decide is original
+    patcher.replace(mod, "decide", ours)
+    mod.decide = theirs  # replaced behind our back (a reload): ours is gone, theirs stays
+    assert not patcher.is_wrapped(mod, "decide") and patcher.restore() == 0 and mod.decide is theirs
+    patcher.replace(mod, "decide", ours)  # applied again: the new original is theirs
+    assert patcher.restore() == 1 and mod.decide is theirs
+    with pytest.raises(AttributeError):
+        patcher.replace(mod, "missing", ours)
+
+
 def test_fix_that_adds_a_missing_attribute(make_module):
     mod = importlib.import_module(make_module("adds_attr", TARGET_SOURCE))
 

@@ -67,7 +67,7 @@ def report(loaded, same_objects: dict | None) -> dict:
     pristine = {}
     for fix in (f for f in all_fixes() if f.module.startswith("torch_npu.")):
         obj = inspect.getattr_static(*resolve_owner(sys.modules[fix.module], fix.targets[0]))
-        func = getattr(obj, "__func__", obj)  # a staticmethod's function
+        func = getattr(obj, "__func__", getattr(obj, "fn", obj))  # a staticmethod's, a JIT function's
         pristine[fix.name] = (not isinstance(obj, wrapt.FunctionWrapper)
                               and func.__code__.co_filename.startswith(root))
     return {"states": backend_states(), "pristine": pristine, "same_objects": same_objects}

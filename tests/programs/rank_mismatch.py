@@ -128,15 +128,19 @@ def build_ir(source: str) -> str:
 
 def triton_ir(source: str) -> str:
     """The text of the kernel's Triton IR, built by the host Triton frontend (CUDA's
-    language module: the IR before any device compiler); raises where the build fails."""
+    language module: the IR before any device compiler; the backend's `max2` stood in for, see
+    ``ascend_language``); raises where the build fails."""
     import importlib.util
     import re
     import tempfile
+    from unittest import mock
 
     from triton._C.libtriton import ir
     from triton.backends.compiler import GPUTarget
     from triton.backends.nvidia.compiler import CUDABackend
     from triton.compiler import ASTSource
+
+    from tests.programs import ascend_language
 
     body = "@triton.jit" + source.split("@triton.jit")[-1].replace("Placeholder.KERNEL_NAME", "kernel")
     path = tempfile.mkdtemp() + "/generated_kernel.py"
@@ -159,8 +163,9 @@ def triton_ir(source: str) -> str:
     context = ir.context()
     ir.load_dialects(context)
     backend.load_dialects(context)
-    return str(ASTSource(kmod.kernel, signature, constants).make_ir(
-        target, options, backend.get_codegen_implementation(options), backend.get_module_map(), context))
+    with mock.patch.object(kmod.triton_helpers, "max2", ascend_language.max2):
+        return str(ASTSource(kmod.kernel, signature, constants).make_ir(
+            target, options, backend.get_codegen_implementation(options), backend.get_module_map(), context))
 
 
 def generate(mod, fn, shape) -> dict:
