@@ -68,6 +68,14 @@ def probes_now(names) -> dict[str, bool]:
     return {n: fixes[n].probe(sys.modules[fixes[n].module]).defective for n in names}
 
 
+def innermost(exc: BaseException) -> str:
+    """``Type: last line of the message`` of the error at the bottom of a chain (Triton's
+    interpreter and IR frontend wrap the kernel's own)."""
+    while exc.__cause__ is not None:
+        exc = exc.__cause__
+    return f"{type(exc).__name__}: {str(exc).strip().splitlines()[-1][:300]}"
+
+
 def main(namespace: dict) -> None:
     """Run ``namespace[argv[1]](**json.loads(argv[2]))`` and print its result as JSON (a
     program returning None prints nothing)."""

@@ -11,7 +11,7 @@ import re
 import triton.language as tl
 from torch._inductor.runtime import triton_helpers
 
-from tests.programs import host_load, main
+from tests.programs import host_load, innermost, main
 from tests.programs.rank_mismatch import triton_ir
 
 NAME = "min2-propagate-nan"
@@ -24,13 +24,6 @@ PROGRAMS = {
     "amin-relu": (lambda x: (x.amin(-1) + 1).relu(), (4, 64)),
 }
 IR_OPS = re.compile(r"arith\.(?:minnumf|minimumf)")
-
-
-def innermost(exc: BaseException) -> str:
-    """The error at the bottom of a chain (the interpreter and the IR frontend wrap it)."""
-    while exc.__cause__ is not None:
-        exc = exc.__cause__
-    return f"{type(exc).__name__}: {str(exc).strip().splitlines()[-1]}"
 
 
 def kernel(in_ptr0, out_ptr0):

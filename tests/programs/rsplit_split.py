@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import os
 
-from tests.programs import host_load, main
+from tests.programs import host_load, innermost, main
 
 
 def _programs() -> dict:
@@ -76,7 +76,7 @@ def run_all(codegen, labels: list[str]) -> dict:
             with interpret.cpu_device(codegen) as launches:
                 got = torch.compile(fn)(*args)
         except Exception as exc:  # noqa: BLE001 - recorded
-            out[label] = {"error": f"{type(exc).__name__}: {str(exc).strip().splitlines()[-1][:300]}"}
+            out[label] = {"error": innermost(exc)}
             continue
         got = got if isinstance(got, tuple) else (got,)
         record = {"equal": all(_close(g, w) for g, w in zip(got, want, strict=True)),
