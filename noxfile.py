@@ -79,8 +79,9 @@ PARALLEL = ("-n", "auto", "--dist", "loadfile")
 
 @nox.session(name="none", python=False)
 def none(session: nox.Session) -> None:
-    """torch_npu absent: the full suite (gpu-marked tests deselected)."""
-    session.run(PY, "-m", "pytest", *PARALLEL, "-m", "not gpu", "tests", *session.posargs)
+    """torch_npu absent: the full suite (gpu-marked tests deselected), its 15 slowest
+    tests listed at the end."""
+    session.run(PY, "-m", "pytest", *PARALLEL, "-m", "not gpu", "--durations=15", "tests", *session.posargs)
 
 
 @nox.session(python=False, default=False)

@@ -34,6 +34,7 @@ MODULES = (
     "slice_scatter_offset",
     "minmax_propagate_nan",
     "min2_propagate_nan",
+    "local_scalar_dense_lowering",
     "rsplit_nested_range",
     "rsplit_epilogue",
     "te_parallel_ce",

@@ -82,13 +82,11 @@ def keep_entry(table: MutableMapping[Any, Any], op: Any, before: Any,
     return True
 
 
-def probe(module: types.ModuleType) -> Probe:
-    """Run the live registration on a scoped scratch table holding only a stand-in
-    ``control_deps`` lowering (fallback creation recorded, not run; the module's own
-    table and lists untouched) and see whether the stand-in is still there."""
-    op = control_deps_op()
-    if op is None:
-        return Probe(False, "this torch has no control_deps op: nothing to replace")
+def registration_keeps(module: types.ModuleType, op: Any) -> tuple[bool, bool]:
+    """Run the live registration on a scoped scratch table holding only a stand-in lowering
+    of ``op`` (fallback creation recorded, not run; the module's own table and lists
+    untouched): whether the stand-in is still there after it, and whether the
+    registration made ``op`` a fallback on the way."""
 
     def stand_in(*args: Any, **kwargs: Any) -> None:
         return None
@@ -109,30 +107,45 @@ def probe(module: types.ModuleType) -> Probe:
     if hasattr(module, "EXPLICIT_FALLBACK_LIST"):  # only some states have it
         overrides["EXPLICIT_FALLBACK_LIST"] = []
     with_globals(inspect.getattr_static(module, REGISTER), overrides)()
-    if scratch[op] is stand_in:
-        how = "made it a fallback, then put it back" if op in made else "left it alone"
+    return scratch[op] is stand_in, op in made
+
+
+def probe(module: types.ModuleType) -> Probe:
+    """Does the live registration keep a ``control_deps`` lowering (see
+    :func:`registration_keeps`)?"""
+    op = control_deps_op()
+    if op is None:
+        return Probe(False, "this torch has no control_deps op: nothing to replace")
+    kept, made = registration_keeps(module, op)
+    if kept:
+        how = "made it a fallback, then put it back" if made else "left it alone"
         return Probe(False, f"the registration keeps control_deps' own lowering ({how})")
     return Probe(True, "the registration replaces control_deps' lowering with a generic "
                        "fallback: lowering it fails on its Subgraph argument")
 
 
-def install(module: types.ModuleType, patcher: Patcher) -> None:
+def keep_through_registration(module: types.ModuleType, patcher: Patcher, op: Any,
+                              own: Callable[[], Any]) -> None:
+    """Wrap the registration so that ``op``'s entry survives each run of it; where it ran
+    before (``op`` in its ``FALLBACK_LIST``), put Inductor's lowering ``own()`` back."""
     def after_register(wrapped: Callable[..., Any], instance: Any, args: tuple, kwargs: dict) -> Any:
         table = wrapped.__globals__["lowerings"]  # the table this registration fills
-        op = control_deps_op()
         before = table.get(op)
         result = wrapped(*args, **kwargs)
         keep_entry(table, op, before, patcher if table is vars(module).get("lowerings") else None)
         return result
 
     patcher.wrap_path(module, REGISTER, after_register)
-    op = control_deps_op()
     if op in module.FALLBACK_LIST:  # registered before npu_fixes was armed
-        own = inductor_lowering()
-        if own is None:
-            raise RuntimeError(f"torch._inductor.lowering has no {INDUCTOR_LOWERING} to put back")
-        if module.lowerings.get(op) is not own:
-            patcher.set_item(module.lowerings, op, own)
+        lowering = own()
+        if lowering is None:
+            raise RuntimeError(f"torch._inductor.lowering has no lowering of {op} to put back")
+        if module.lowerings.get(op) is not lowering:
+            patcher.set_item(module.lowerings, op, lowering)
+
+
+def install(module: types.ModuleType, patcher: Patcher) -> None:
+    keep_through_registration(module, patcher, control_deps_op(), inductor_lowering)
 
 
 FIX = Fix(

@@ -166,6 +166,17 @@ def _pointer_view(tensor: Any, element: str) -> Any:
     return torch.empty(0, dtype=dtype).set_(storage, offset // dtype.itemsize, (count,), (1,))
 
 
+def _float_scalar(value: float, element: str) -> Any:
+    """A float argument as a kernel on the device gets it: a scalar of the signature's type
+    (Triton's interpreter passes a Python float on, on which ``.to()`` fails)."""
+    import numpy as np
+    import triton.language as tl
+    from triton.runtime.interpreter import TensorHandle, _get_np_dtype
+
+    ty = tl.str_to_ty(element, None)
+    return tl.tensor(TensorHandle(np.array([value], dtype=_get_np_dtype(ty)), ty), ty)
+
+
 class InterpretedBinary:
     """What ``triton.compile`` returns here: the launcher's ``run`` interprets the kernel."""
 
@@ -204,7 +215,12 @@ class InterpretedBinary:
         kwargs = {n: self.constants[n] for i, n in enumerate(fn.arg_names) if i in fn.constexprs}
         for name, arg in zip(names, args, strict=True):
             element = str(self.signature.get(name, ""))
-            kwargs[name] = _pointer_view(arg, element[1:]) if element.startswith("*") else arg
+            if element.startswith("*"):
+                kwargs[name] = _pointer_view(arg, element[1:])
+            elif isinstance(arg, float) and element.startswith("fp"):
+                kwargs[name] = _float_scalar(arg, element)
+            else:
+                kwargs[name] = arg
         constants = {k: v for k, v in kwargs.items() if not hasattr(v, "data_ptr")}
         launch = Launch(fn.__name__, grid, tuple(names), constants, source=getattr(fn, "src", ""))
         self._launches.append(launch)
