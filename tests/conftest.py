@@ -52,7 +52,7 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
 
 def _runs_programs(item: pytest.Item) -> bool:
     """Whether the test function or one of its fixtures calls a ``PROGRAM_RUNNERS`` helper,
-    directly or through functions of its own module."""
+    directly or through functions of the test suite (its own module's or imported)."""
     info = getattr(item, "_fixtureinfo", None)
     fixtures = [defs[-1].func for defs in (info.name2fixturedefs.values() if info else ()) if defs]
     seen: set[object] = set()
@@ -73,7 +73,7 @@ def _calls_runner(func, seen: set[object]) -> bool:
         return True
     local = [func.__globals__.get(n) for n in names]
     return any(_calls_runner(f, seen) for f in local
-               if inspect.isfunction(f) and f.__module__ == func.__module__)
+               if inspect.isfunction(f) and f.__module__.split(".")[0] == "tests")
 
 
 def wheel_path(version: str) -> Path:
