@@ -185,6 +185,14 @@ def run_program(module: str, program: str, env: dict[str, str] | None = None,
     return last_json(proc) if check else proc
 
 
+def run_at_states(genuine, states: Sequence[str], module: str, program: str, **kwargs) -> dict[str, dict]:
+    """``program`` of ``tests.programs.<module>`` with ``kwargs``, npu_fixes off at start
+    (``NPU_FIXES=0``), one interpreter for each of ``states``: genuine commits (self-builds
+    made by the ``genuine`` fixture) and pinned wheel versions."""
+    return {s: run_program(module, program, env={"NPU_FIXES": "0"},
+                           location=wheel_path(s) if s in PINNED else genuine(s), **kwargs) for s in states}
+
+
 def cli(*args: str, env: dict[str, str] | None = None, path: Sequence[Path] = (),
         setup: str | None = None, fresh: bool = False) -> subprocess.CompletedProcess[str]:
     """Run ``npu-fixes ARGS`` in an interpreter of its own (see ``run_program``), after the

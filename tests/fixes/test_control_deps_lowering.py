@@ -6,7 +6,7 @@ import pytest
 
 from npu_fixes.fixes.control_deps_lowering import entry_to_keep, keep_entry
 from npu_fixes.shim.patcher import Patcher
-from tests.conftest import run_program, wheel_path
+from tests.conftest import run_at_states
 from tests.genuine_states import BEYOND, COMMITS
 
 NAME = "control-deps-lowering"
@@ -55,9 +55,7 @@ def test_keep_entry_restores_through_the_patcher_and_undo_puts_the_fallback_back
 def runs(genuine):
     """Each genuine state and the 2.13.0 wheel; one interpreter each (compiled C++ is
     shared through the session's Inductor cache)."""
-    env = {"NPU_FIXES": "0"}
-    return {s: run_program("control_deps_lowering", "end_to_end", env=env,
-                           location=wheel_path(s) if s == WHEEL else genuine(s)) for s in STATES}
+    return run_at_states(genuine, STATES, "control_deps_lowering", "end_to_end")
 
 
 SYMPTOM = ["LoweringException: AttributeError: 'Subgraph' object has no attribute 'dtype'",

@@ -7,7 +7,7 @@ import torch
 
 from npu_fixes.fixes import index_put_dtype as fix
 from npu_fixes.shim.patcher import Patcher
-from tests.conftest import run_program, wheel_path
+from tests.conftest import run_at_states
 from tests.genuine_states import BEYOND, COMMITS
 
 NAME = "index-put-dtype"
@@ -100,9 +100,7 @@ def test_repair_entries_is_idempotent_and_undone_by_the_patcher():
 def runs(genuine):
     """Each genuine state and the 2.13.0 wheel; one interpreter each (compiled C++ is
     shared through the session's Inductor cache)."""
-    env = {"NPU_FIXES": "0"}
-    return {s: run_program("index_put_dtype", "end_to_end", env=env,
-                           location=wheel_path(s) if s == WHEEL else genuine(s)) for s in STATES}
+    return run_at_states(genuine, STATES, "index_put_dtype", "end_to_end")
 
 
 #: Raised by the compiled graph when it runs (not while compiling), as CANN's error is.

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import pytest
 
-from tests.conftest import run_program, wheel_path
+from tests.conftest import run_at_states
 from tests.genuine_states import BEYOND, COMMITS
 
 NAME = "local-scalar-dense-lowering"
@@ -19,8 +19,7 @@ STOPS = "FallbackKernel output type <class 'torch.SymFloat'> is not supported"
 @pytest.fixture(scope="module")
 def runs(genuine):
     """Each genuine state and the 2.13.0 wheel, one interpreter each."""
-    return {s: run_program("local_scalar_dense_lowering", "item", env={"NPU_FIXES": "0"},
-                           location=wheel_path(s) if s == WHEEL else genuine(s)) for s in STATES}
+    return run_at_states(genuine, STATES, "local_scalar_dense_lowering", "item")
 
 
 def test_states_cover_the_defect():

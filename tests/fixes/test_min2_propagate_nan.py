@@ -7,7 +7,7 @@ from __future__ import annotations
 import pytest
 
 from npu_fixes.fixes.min2_propagate_nan import min_keywords, min_takes_propagate_nan, reduces_wrongly
-from tests.conftest import run_program, wheel_path
+from tests.conftest import run_at_states
 from tests.genuine_states import BEYOND, COMMITS
 
 NAME = "min2-propagate-nan"
@@ -46,8 +46,7 @@ def test_rule_reads_the_helper_source_against_the_live_min():
 @pytest.fixture(scope="module")
 def runs(genuine):
     """Each genuine state and the 2.13.0 wheel, one interpreter each."""
-    return {s: run_program("min2_propagate_nan", "amin", env={"NPU_FIXES": "0"},
-                           location=wheel_path(s) if s == WHEEL else genuine(s)) for s in STATES}
+    return run_at_states(genuine, STATES, "min2_propagate_nan", "amin")
 
 
 def test_states_cover_the_defect():

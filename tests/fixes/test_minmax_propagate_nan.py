@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 
 from npu_fixes.fixes.minmax_propagate_nan import drops_nan, propagating
-from tests.conftest import run_program, wheel_path
+from tests.conftest import run_at_states
 from tests.genuine_states import BEYOND, COMMITS
 
 NAME = "minmax-propagate-nan"
@@ -39,9 +39,7 @@ def test_drops_nan_reads_the_call():
 @pytest.fixture(scope="module")
 def runs(genuine):
     """Each genuine state and the 2.13.0 wheel, one interpreter each."""
-    env = {"NPU_FIXES": "0"}
-    return {s: run_program("minmax_propagate_nan", "emitted", env=env,
-                           location=wheel_path(s) if s == WHEEL else genuine(s)) for s in STATES}
+    return run_at_states(genuine, STATES, "minmax_propagate_nan", "emitted")
 
 
 def test_states_cover_the_defect():

@@ -10,7 +10,7 @@ from types import SimpleNamespace as NS
 import pytest
 
 from npu_fixes.fixes.rsplit_nested_range import free_reduction_nodes, kernel_allows_split, split_allowed
-from tests.conftest import FIXED_UPSTREAM, run_program, wheel_path
+from tests.conftest import FIXED_UPSTREAM, run_at_states
 from tests.genuine_states import BEYOND, COMMITS, UNFIXED
 
 NAME = "rsplit-nested-range"
@@ -60,8 +60,7 @@ def test_kernel_rule_reads_hint_and_tree():
 def battery_runs(genuine, labels: list[str]) -> dict[str, dict]:
     """Each state and wheel, one interpreter each: the raw probes of the split's fixes, the
     programs ``labels`` without and with npu_fixes."""
-    return {s: run_program("rsplit_split", "battery", env={"NPU_FIXES": "0"}, labels=labels,
-                           location=wheel_path(s) if s in FIXED_UPSTREAM else genuine(s)) for s in STATES}
+    return run_at_states(genuine, STATES, "rsplit_split", "battery", labels=labels)
 
 
 @pytest.fixture(scope="module")
