@@ -48,11 +48,12 @@ def control_deps_op() -> Any:
     return control_deps
 
 
-def inductor_lowering() -> Callable[..., Any] | None:
-    """Inductor's own ``control_deps`` lowering (what its table holds before any backend)."""
+def inductor_lowering(name: str = INDUCTOR_LOWERING) -> Callable[..., Any] | None:
+    """Inductor's own lowering called ``name`` in ``torch._inductor.lowering`` (what its
+    table holds before any backend); by default ``control_deps``'."""
     from torch._inductor import lowering
 
-    found = vars(lowering).get(INDUCTOR_LOWERING)
+    found = vars(lowering).get(name)
     return found if callable(found) else None
 
 
@@ -110,24 +111,26 @@ def registration_keeps(module: types.ModuleType, op: Any) -> tuple[bool, bool]:
     return scratch[op] is stand_in, op in made
 
 
-def probe(module: types.ModuleType) -> Probe:
-    """Does the live registration keep a ``control_deps`` lowering (see
-    :func:`registration_keeps`)?"""
-    op = control_deps_op()
-    if op is None:
-        return Probe(False, "this torch has no control_deps op: nothing to replace")
+def registration_probe(module: types.ModuleType, op: Any, label: str, consequence: str) -> Probe:
+    """Does the live registration keep ``op``'s lowering (see :func:`registration_keeps`)?
+    ``label`` (possessive) names the op in the detail, ``consequence`` says what a fallback breaks."""
     kept, made = registration_keeps(module, op)
     if kept:
         how = "made it a fallback, then put it back" if made else "left it alone"
-        return Probe(False, f"the registration keeps control_deps' own lowering ({how})")
-    return Probe(True, "the registration replaces control_deps' lowering with a generic "
-                       "fallback: lowering it fails on its Subgraph argument")
+        return Probe(False, f"the registration keeps {label} own lowering ({how})")
+    return Probe(True, f"the registration replaces {label} lowering with a generic fallback: {consequence}")
 
 
-def keep_through_registration(module: types.ModuleType, patcher: Patcher, op: Any,
-                              own: Callable[[], Any]) -> None:
+def probe(module: types.ModuleType) -> Probe:
+    op = control_deps_op()
+    if op is None:
+        return Probe(False, "this torch has no control_deps op: nothing to replace")
+    return registration_probe(module, op, "control_deps'", "lowering it fails on its Subgraph argument")
+
+
+def keep_through_registration(module: types.ModuleType, patcher: Patcher, op: Any, own: str) -> None:
     """Wrap the registration so that ``op``'s entry survives each run of it; where it ran
-    before (``op`` in its ``FALLBACK_LIST``), put Inductor's lowering ``own()`` back."""
+    before (``op`` in its ``FALLBACK_LIST``), put Inductor's lowering called ``own`` back."""
     def after_register(wrapped: Callable[..., Any], instance: Any, args: tuple, kwargs: dict) -> Any:
         table = wrapped.__globals__["lowerings"]  # the table this registration fills
         before = table.get(op)
@@ -137,15 +140,15 @@ def keep_through_registration(module: types.ModuleType, patcher: Patcher, op: An
 
     patcher.wrap_path(module, REGISTER, after_register)
     if op in module.FALLBACK_LIST:  # registered before npu_fixes was armed
-        lowering = own()
+        lowering = inductor_lowering(own)
         if lowering is None:
-            raise RuntimeError(f"torch._inductor.lowering has no lowering of {op} to put back")
+            raise RuntimeError(f"torch._inductor.lowering has no {own} to put back")
         if module.lowerings.get(op) is not lowering:
             patcher.set_item(module.lowerings, op, lowering)
 
 
 def install(module: types.ModuleType, patcher: Patcher) -> None:
-    keep_through_registration(module, patcher, control_deps_op(), inductor_lowering)
+    keep_through_registration(module, patcher, control_deps_op(), INDUCTOR_LOWERING)
 
 
 FIX = Fix(

@@ -21,12 +21,11 @@
 from __future__ import annotations
 
 import types
-from collections.abc import Callable
 from typing import Any
 
 from ..shim.fix import Fix, Probe
 from ..shim.patcher import Patcher
-from .control_deps_lowering import REGISTER, keep_through_registration, registration_keeps
+from .control_deps_lowering import REGISTER, keep_through_registration, registration_probe
 
 
 def scalar_op() -> Any:
@@ -35,26 +34,13 @@ def scalar_op() -> Any:
     return torch.ops.aten._local_scalar_dense.default
 
 
-def inductor_lowering() -> Callable[..., Any] | None:
-    """Inductor's own lowering of ``_local_scalar_dense`` (what its table holds before any
-    backend)."""
-    from torch._inductor import lowering
-
-    found = vars(lowering).get("_local_scalar_dense")
-    return found if callable(found) else None
-
-
 def probe(module: types.ModuleType) -> Probe:
-    kept, made = registration_keeps(module, scalar_op())
-    if kept:
-        how = "made it a fallback, then put it back" if made else "left it alone"
-        return Probe(False, f"the registration keeps _local_scalar_dense's own lowering ({how})")
-    return Probe(True, "the registration replaces _local_scalar_dense's lowering with a generic "
-                       "fallback: a float .item() captured in a graph stops its lowering")
+    return registration_probe(module, scalar_op(), "_local_scalar_dense's",
+                              "a float .item() captured in a graph stops its lowering")
 
 
 def install(module: types.ModuleType, patcher: Patcher) -> None:
-    keep_through_registration(module, patcher, scalar_op(), inductor_lowering)
+    keep_through_registration(module, patcher, scalar_op(), "_local_scalar_dense")
 
 
 FIX = Fix(
