@@ -60,10 +60,15 @@ BEYOND: dict[str, frozenset[str]] = {
     "minmax-propagate-nan": frozenset(DEFECTS),
     "min2-propagate-nan": frozenset(DEFECTS),
     "local-scalar-dense-lowering": frozenset(DEFECTS),
+    "masked-index-zerodiv": frozenset(DEFECTS) - {"8bfbb9ed1"},
+    "nonlinearize-grid": frozenset(DEFECTS),
+    "expand-reload-recursion": frozenset(DEFECTS),
     # fixed nowhere, the published wheels included (``UNFIXED``)
     "rsplit-nested-range": frozenset(DEFECTS),
     "rsplit-epilogue": frozenset(DEFECTS),
 }
+#: Fix name -> the states that lack the code it repairs (status: ``absent``, audit: ``absent``).
+ABSENT: dict[str, frozenset[str]] = {"masked-index-zerodiv": frozenset({"8bfbb9ed1"})}
 #: The defects no published state has fixed: present in the 2.13.0 and 2.14.0 wheels too.
 UNFIXED = frozenset({"rsplit-nested-range", "rsplit-epilogue"})
 #: Environment that switches their fixes off: a published wheel then gets none of ours.
@@ -80,6 +85,11 @@ def needed_at(state: str) -> frozenset[str]:
     return DEFECTS[state] | {name for name, states in BEYOND.items() if state in states}
 
 
+def absent_at(state: str) -> frozenset[str]:
+    """The fixes whose target code a genuine state does not have."""
+    return frozenset(name for name, states in ABSENT.items() if state in states)
+
+
 def untouched(needed: frozenset[str]) -> dict[str, bool]:
     """Backend fix name -> whether its first target stays the very object it was when the
     fixes in ``needed`` are applied: not where a needed fix with an install (a repair or a
@@ -91,10 +101,13 @@ def untouched(needed: frozenset[str]) -> dict[str, bool]:
     return {f.name: (f.module, f.targets[0]) not in changed for f in backend}
 
 
-def expected_state(name: str, needed: frozenset[str]) -> str:
-    """What status() says of backend fix ``name`` when the defects in ``needed`` are present."""
+def expected_state(name: str, needed: frozenset[str], absent: frozenset[str] = frozenset()) -> str:
+    """What status() says of backend fix ``name`` when the defects in ``needed`` are present
+    and the code of the fixes in ``absent`` is missing."""
     from npu_fixes.fixes import all_fixes
 
+    if name in absent:
+        return "absent"
     if name not in needed:
         return "not-needed"
     return "applied" if {f.name: f for f in all_fixes()}[name].repairable else "upgrade-needed"

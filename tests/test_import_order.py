@@ -51,10 +51,11 @@ def test_prefix_copy_same_state_every_order(prefix_copy, tmp_path):
 def test_genuine_state_same_state_every_order(genuine, state, tmp_path):
     """A self-build of each genuine state: exactly its defects applied, the rest untouched."""
     location, needed = genuine(state), genuine_states.needed_at(state)
-    untouched = genuine_states.untouched(needed)
+    untouched, absent = genuine_states.untouched(needed), genuine_states.absent_at(state)
     for order in ORDERS:
         res = run_order(order, location, tmp_path)
-        assert res["states"] == {n: genuine_states.expected_state(n, needed) for n in res["states"]}, (order, res)
+        assert res["states"] == {n: genuine_states.expected_state(n, needed, absent) for n in res["states"]}, \
+            (order, res)
         assert res["pristine"] == untouched, (order, res)
         if res["same_objects"] is not None:
             assert res["same_objects"] == untouched, (order, res)

@@ -30,6 +30,11 @@ def expected_needed() -> frozenset[str] | None:
     return genuine_states.needed_at(NAME) if NAME in genuine_states.DEFECTS else None
 
 
+def expected_absent() -> frozenset[str]:
+    """The fixes whose target code this row lacks (a tree of the user's own: unknown, empty)."""
+    return genuine_states.absent_at(NAME) if KIND == "genuine" else frozenset()
+
+
 def test_audit_of_the_installed_torch_npu():
     proc = cli("audit", "--json")
     if ROW is None:
@@ -44,9 +49,12 @@ def test_audit_of_the_installed_torch_npu():
     needed = expected_needed()
     if needed is None:  # unknown defects: each is fixed, repaired and verified, or guarded
         assert set(columns.values()) <= {("fixed-upstream", "-"), ("needed", "verified"),
-                                         ("needed", "upgrade-needed")}, columns
+                                         ("needed", "upgrade-needed"), ("absent", "-")}, columns
         needed = frozenset(n for n, (before, _) in columns.items() if before == "needed")
-    assert columns == {f.name: ("fixed-upstream", "-") if f.name not in needed
+        absent = frozenset(n for n, (before, _) in columns.items() if before == "absent")
+    else:
+        absent = expected_absent()
+    assert columns == {f.name: ("absent", "-") if f.name in absent else ("fixed-upstream", "-") if f.name not in needed
                        else ("needed", "upgrade-needed" if f.name in GUARDS else "verified") for f in BACKEND}
     assert proc.returncode == (3 if needed & GUARDS else 0), proc.stderr
 
@@ -59,11 +67,12 @@ def test_installed_backend_is_repaired_exactly_where_needed():
     if ROW == "wheel:2.12.0.post3":
         assert set(res["states"].values()) == {"pending"} and all(res["same"].values())
         return
-    needed = expected_needed()
+    needed, absent = expected_needed(), expected_absent()
     if needed is None:
         needed = frozenset(n for n, s in res["states"].items() if s in ("applied", "upgrade-needed"))
-        assert set(res["states"].values()) <= {"applied", "not-needed", "upgrade-needed"}, res
-    assert res["states"] == {f.name: genuine_states.expected_state(f.name, needed) for f in BACKEND}
+        absent = frozenset(n for n, s in res["states"].items() if s == "absent")
+        assert set(res["states"].values()) <= {"applied", "not-needed", "upgrade-needed", "absent"}, res
+    assert res["states"] == {f.name: genuine_states.expected_state(f.name, needed, absent) for f in BACKEND}
     assert res["same"] == genuine_states.untouched(needed)
 
 

@@ -123,30 +123,39 @@ def reduction_kernel(runner: _Runner) -> _Binary:
     )
 
 
-def probe(module: types.ModuleType) -> Probe:
-    """Build the launcher of a full reduction to one value (Grid1D, zero x nodes, XBLOCK=1,
-    R0_BLOCK=64) as the live ``make_launcher`` does, with a scoped core count of 48, launch
-    it once and look at the grid it asks for."""
+def launched_grid(module: types.ModuleType, meta: Mapping[str, Any], xblock: int, xnumel: int) -> list[int]:
+    """Build the launcher of :func:`reduction_kernel` (``XBLOCK=xblock``, ``R0_BLOCK=64``,
+    inductor meta ``meta``) as the live ``make_launcher`` does, wrappers included, with a
+    scoped core count of 48; launch it once with ``xnumel`` (every other size 1) and
+    return the grids it asked for."""
     from triton import Config
 
     runner = _Runner()
-    consts = {"XBLOCK": 1, "R0_BLOCK": 64}
+    consts = {"XBLOCK": xblock, "R0_BLOCK": 64}
     compile_meta = {
         "constants": dict(consts),
         "signature": {"in_ptr0": "*fp32", "out_ptr0": "*fp32", "xnumel": "i32", "r0_numel": "i32",
                       "XBLOCK": "constexpr", "R0_BLOCK": "constexpr"},
     }
-    meta = {"grid_type": "Grid1D", NODES_KEY: 0}
     cls = module.NPUTritonCompileResult
-    result = cls(reduction_kernel(runner), Config(dict(consts)), compile_meta, meta)
+    result = cls(reduction_kernel(runner), Config(dict(consts)), compile_meta, dict(meta))
     scoped = {CORE_COUNT: lambda: PROBE_CORES}
     make_launcher = with_globals(inspect.getattr_static(cls, "make_launcher"), scoped)
     launcher = make_launcher.__get__(result, cls)()
     params = list(inspect.signature(launcher).parameters)  # states differ in what they keep
-    launcher(*[1 if "numel" in name else None for name in params[: params.index("stream")]], stream=None)
+    sizes = {"xnumel": xnumel}
+    launcher(*[sizes.get(name, 1) if "numel" in name else None for name in params[: params.index("stream")]],
+             stream=None)
+    return runner.grids
+
+
+def probe(module: types.ModuleType) -> Probe:
+    """Launch a full reduction to one value (Grid1D, zero x nodes, XBLOCK=1, R0_BLOCK=64)
+    and look at the grid it asks for."""
+    grids = launched_grid(module, {"grid_type": "Grid1D", NODES_KEY: 0}, 1, 1)
     seen = "unsplit scalar reduction (Grid1D, 0 x nodes, R0_BLOCK)"
-    if runner.grids != [1]:
-        return Probe(True, f"{seen} launched {runner.grids} programs on {PROBE_CORES} cores")
+    if grids != [1]:
+        return Probe(True, f"{seen} launched {grids} programs on {PROBE_CORES} cores")
     return Probe(False, f"{seen} launches 1 program")
 
 

@@ -70,9 +70,10 @@ def probes_now(names) -> dict[str, bool]:
 
 def innermost(exc: BaseException) -> str:
     """``Type: last line of the message`` of the error at the bottom of a chain (Triton's
-    interpreter and IR frontend wrap the kernel's own)."""
-    while exc.__cause__ is not None:
-        exc = exc.__cause__
+    interpreter and IR frontend wrap the kernel's own, Inductor's ``InductorError`` holds it
+    as ``inner_exception``)."""
+    while (inner := exc.__cause__ or getattr(exc, "inner_exception", None)) is not None:
+        exc = inner
     return f"{type(exc).__name__}: {str(exc).strip().splitlines()[-1][:300]}"
 
 

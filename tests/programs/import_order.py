@@ -23,7 +23,7 @@ def end_state(order: str, location: str, targets: dict, site_dir: str | None = N
     """Host-load ``location`` with ``import npu_fixes`` in the place ``order`` says
     (npu_fixes-first, torch-first, after-load, after-activation, or autoload-pth: the
     .pth in ``site_dir`` arms it when torch imports); then the fixes' states, whether each
-    backend target is still the tree's own unwrapped code, and (where npu_fixes came after
+    backend target is free of npu_fixes' code, and (where npu_fixes came after
     the load) whether importing it kept the very objects the targets named before."""
     same_objects = None
     if order == "npu_fixes-first":
@@ -51,25 +51,32 @@ def end_state(order: str, location: str, targets: dict, site_dir: str | None = N
         import npu_fixes  # noqa: F401
 
         same_objects = {name: obj is before[name] for name, obj in backend_targets(targets).items()}
-    return report(loaded, same_objects)
+    return report(same_objects)
 
 
-def report(loaded, same_objects: dict | None) -> dict:
-    """The backend fixes' states and whether each target is pristine, with ``same_objects``."""
+def report(same_objects: dict | None) -> dict:
+    """The backend fixes' states and whether each target is pristine (no wrapper, no code of
+    npu_fixes; a target the state lacks counts as pristine), with ``same_objects``."""
     import inspect
+    from pathlib import Path
 
     import wrapt
 
+    import npu_fixes
     from npu_fixes.fixes import all_fixes
-    from npu_fixes.shim.fix import resolve_owner
+    from npu_fixes.shim.fix import TargetMissing, resolve_owner
 
-    root = str(loaded.root)
+    ours = str(Path(npu_fixes.__file__).parent)
     pristine = {}
     for fix in (f for f in all_fixes() if f.module.startswith("torch_npu.")):
-        obj = inspect.getattr_static(*resolve_owner(sys.modules[fix.module], fix.targets[0]))
+        try:
+            obj = inspect.getattr_static(*resolve_owner(sys.modules[fix.module], fix.targets[0]))
+        except TargetMissing:
+            pristine[fix.name] = True
+            continue
         func = getattr(obj, "__func__", getattr(obj, "fn", obj))  # a staticmethod's, a JIT function's
         pristine[fix.name] = (not isinstance(obj, wrapt.FunctionWrapper)
-                              and func.__code__.co_filename.startswith(root))
+                              and not func.__code__.co_filename.startswith(ours))
     return {"states": backend_states(), "pristine": pristine, "same_objects": same_objects}
 
 
