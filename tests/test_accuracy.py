@@ -19,6 +19,35 @@ def test_cli_smoke_two_tiny_models():
     assert all(0 <= m["max_error"] < 1e-3 for m in report["models"])
 
 
+#: The error DistilBERT's compile stops with where ``control_deps`` keeps the registration's
+#: fallback lowering (dropout with ``fallback_random=True``, as the accuracy run sets it).
+CONTROL_DEPS = "InductorError: LoweringException: AttributeError: 'Subgraph' object has no attribute 'dtype'"
+
+
+@pytest.mark.parametrize("fixes", ["all", "none", "all-but-control-deps-lowering"])
+def test_interpret_runs_a_model_through_a_genuine_state(genuine, fixes):
+    """DistilBERT trained one step on CPU through 8bfbb9ed1's backend, its kernels in
+    Triton's interpreter. With npu_fixes it equals eager and the record names the fixes
+    applied to that code; without, or with control-deps-lowering alone switched off, its
+    compile stops in lowering (the seed symptoms of this model need 4 x 512 tokens)."""
+    flag = ["--without-fixes"] if fixes == "none" else []
+    env = {"NPU_FIXES_DISABLE": "control-deps-lowering"} if fixes.startswith("all-but") else None
+    proc = cli("accuracy", "--interpret", "--torch-npu", str(genuine("8bfbb9ed1")), *flag,
+               "--models", "DistilBertForMaskedLM", "--iterations", "1", "--json", env=env)
+    report = json.loads(proc.stdout)
+    (model,) = report["models"]
+    assert report["interpret"] is True and report["with_fixes"] is (fixes != "none")
+    if fixes == "all":
+        assert proc.returncode == 0, proc.stdout + proc.stderr
+        assert model["status"] == "pass_accuracy" and model["max_error"] < 1e-3
+        assert {"control-deps-lowering", "dualview-fold", "launch-grid"} <= set(model["fixes"])
+    else:
+        assert proc.returncode == 1 and model["status"] == "fail_accuracy"
+        assert model["error"] == CONTROL_DEPS and "control-deps-lowering" not in model["fixes"]
+        assert (model["fixes"] == []) is (fixes == "none")
+    assert proc.stderr.strip().splitlines()[-1].startswith(f"[1/1] DistilBertForMaskedLM: {model['status']}")
+
+
 def test_a_wrong_compiled_graph_fails_and_names_the_tensor():
     """A backend whose forward outputs are 10% off must fail, naming a prediction."""
     res = run_program("accuracy", "eager_and_wrong")
@@ -45,6 +74,11 @@ def test_compare_reports_first_failing_tensor():
 @pytest.mark.parametrize("args, message", [
     (["--models", "NoSuchModel"], "unknown model(s) NoSuchModel"),
     (["--iterations", "0"], "--iterations must be at least 1"),
+    (["--without-fixes"], "--without-fixes needs --interpret"),
+    (["--interpret", "--device", "cuda", "--mode", "reduce-overhead"],
+     "--interpret runs on CPU through the given backend: drop --device, --mode"),
+    (["--interpret", "--torch-npu", "/no/such/dir", "--models", "BERT_pytorch"],
+     "--torch-npu /no/such/dir: /no/such/dir: no such file or directory"),
 ])
 def test_bad_arguments_exit_2(args, message):
     proc = cli("accuracy", *args)

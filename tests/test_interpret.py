@@ -14,8 +14,9 @@ from triton.runtime.jit import JITFunction
 
 from npu_fixes.tools.interpret import InterpretedBinary, OutOfBounds, interpret, language_modules
 
-#: triton-ascend's libdevice as kernels see it on the interpreter device.
+#: triton-ascend's libdevice and extension module as kernels see them on the interpreter device.
 libdevice = language_modules()["triton.language.extra.cann"].libdevice
+extract_slice = language_modules()["triton.language.extra.cann.extension"].extract_slice
 
 
 @triton.jit
@@ -43,6 +44,20 @@ def _math(in_ptr, out_ptr, flags_ptr, BLOCK: tl.constexpr):
     x = tl.load(in_ptr + offsets)
     tl.store(out_ptr + offsets, libdevice.exp(x) + libdevice.tanh(x) + libdevice.pow(x, 2.0))
     tl.store(flags_ptr + offsets, libdevice.isnan(tl.log(x)).to(tl.int32))
+
+
+@triton.jit
+def _odd_lanes(in_ptr, out_ptr):
+    rows = tl.arange(0, 4)[:, None]
+    lanes = tl.load(in_ptr + rows * 8 + tl.arange(0, 8)[None, :])  # a [4, 8] tile
+    picked = extract_slice(lanes, [0, 1], [4, 3], [1, 2])  # lanes 1, 3, 5 of each row
+    tl.store(out_ptr + rows * 3 + tl.arange(0, 3)[None, :], picked)
+
+
+def test_extract_slice_takes_offset_size_and_stride_per_dim():
+    x, out = torch.arange(32, dtype=torch.float32), torch.zeros(12)
+    interpret(_odd_lanes.fn, (1, 1, 1), {"in_ptr": x, "out_ptr": out})
+    assert out.view(4, 3).tolist() == x.view(4, 8)[:, 1:7:2].tolist()
 
 
 @pytest.mark.filterwarnings("ignore:invalid value encountered in log:RuntimeWarning")

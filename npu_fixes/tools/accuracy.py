@@ -267,6 +267,64 @@ def configure(npu_backend: str | None) -> None:
     torch.backends.cudnn.allow_tf32 = False
 
 
+def load_interpreted(location: str, with_fixes: bool) -> Any:
+    """Host-load the torch_npu at ``location`` (install dir, source tree or wheel) with its
+    backend generating the kernels of the "cpu" device, run by Triton's interpreter
+    (:mod:`npu_fixes.tools.interpret`); npu_fixes decides its fixes on that code unless
+    ``with_fixes`` is false. Returns the backend's ``codegen.triton`` module;
+    :class:`SetupError` where the code cannot be loaded."""
+    import npu_fixes
+
+    from . import host, interpret
+
+    npu_fixes.registry().disarm()  # decided below, on the loaded code
+    try:
+        loaded = host.load(location)
+    except (host.NotTorchNpu, host.RealTorchNpuLoaded) as exc:
+        raise SetupError(f"--torch-npu {location}: {exc}") from None
+    codegen = loaded.module("codegen.triton")
+    if codegen is None:
+        why = "; ".join(f"{name}: {error}" for name, error in loaded.errors.items()) or "no backend"
+        raise SetupError(f"--torch-npu {location}: the backend cannot be loaded ({why})")
+    try:
+        interpret.activate(codegen)
+    except Exception as exc:  # noqa: BLE001 - a layout the interpreter device does not know
+        raise SetupError(f"--torch-npu {location}: the backend cannot be activated on CPU: "
+                         f"{one_line(exc)}") from None
+    if with_fixes:
+        npu_fixes.apply()
+    return codegen
+
+
+def run_interpreted(models: list[str], location: str, iterations: int, seed: int,
+                    with_fixes: bool = True) -> tuple[list[ModelResult], list[str]]:
+    """Check each model on CPU through the backend of the torch_npu at ``location``, its
+    kernels run in Triton's interpreter; a line per model on stderr. Returns the results
+    and the fixes applied (or guarding) in that code."""
+    import npu_fixes
+
+    from . import interpret
+
+    configure(None)
+    codegen = load_interpreted(location, with_fixes)
+    applied = [r.name for r in npu_fixes.status() if r.state.value in ("applied", "upgrade-needed")]
+    for name in models:  # a missing package stops the run before any training
+        _build(name, "cpu", seed)
+    results = []
+    for index, name in enumerate(models, start=1):
+        with interpret.cpu_device(codegen):
+            try:
+                result = check_model(name, "cpu", iterations, seed, "inductor", None)
+            except SetupError:
+                raise
+            except Exception as exc:  # noqa: BLE001 - one model's crash is that model's failure
+                result = ModelResult(name, False, 0, float("nan"), 0.0, error=one_line(exc))
+        results.append(result)
+        print(f"[{index}/{len(models)}] {name}: {result.status}{failure_text(result)} "
+              f"({result.seconds:.1f} s)", file=sys.stderr, flush=True)
+    return results, applied
+
+
 def run(models: list[str], device: str, iterations: int, seed: int, backend: str, mode: str | None,
         npu_backend: str | None = None) -> list[ModelResult]:
     """Check each model; :class:`SetupError` (before any training) if the run cannot start."""

@@ -141,17 +141,32 @@ def cmd_accuracy(args: argparse.Namespace) -> int:
     if args.iterations < 1:
         print("npu-fixes accuracy: --iterations must be at least 1", file=sys.stderr)
         return EXIT_USAGE
+    conflict = _interpret_conflict(args)
+    if conflict:
+        print(f"npu-fixes accuracy: {conflict}", file=sys.stderr)
+        return EXIT_USAGE
     mode = None if args.mode == "default" else args.mode
+    fixes = None
     try:
-        results = accuracy.run(names, args.device, args.iterations, args.seed, args.backend, mode,
-                               args.npu_backend)
+        if args.interpret:
+            location = args.torch_npu or _installed_torch_npu()
+            results, fixes = accuracy.run_interpreted(names, location, args.iterations, args.seed,
+                                                      not args.without_fixes)
+        else:
+            results = accuracy.run(names, args.device, args.iterations, args.seed, args.backend, mode,
+                                   args.npu_backend)
     except accuracy.SetupError as exc:  # not an accuracy result: bad input for this machine
         print(f"npu-fixes accuracy: {exc}", file=sys.stderr)
         return EXIT_USAGE
     if args.json:
-        print(json.dumps({"device": args.device, "backend": args.backend, "mode": args.mode,
-                          "iterations": args.iterations, "tolerance": accuracy.TOLERANCE,
-                          "models": [accuracy.result_dict(r) for r in results]}, indent=2, allow_nan=False))
+        records = [accuracy.result_dict(r) for r in results]
+        run = {"device": args.device, "backend": args.backend, "mode": args.mode,
+               "iterations": args.iterations, "tolerance": accuracy.TOLERANCE}
+        if args.interpret:
+            run |= {"torch_npu": str(location), "interpret": True, "with_fixes": not args.without_fixes}
+            for record in records:
+                record["fixes"] = fixes
+        print(json.dumps(run | {"models": records}, indent=2, allow_nan=False))
     else:
         for r in results:
             print(f"{r.name}: {r.status}{accuracy.failure_text(r)}")
@@ -160,6 +175,30 @@ def cmd_accuracy(args: argparse.Namespace) -> int:
                 for r in results]
         print(_table(("model", "result", "iterations", "max abs error", "seconds"), rows))
     return EXIT_OK if all(r.passed for r in results) else EXIT_BROKEN
+
+
+def _interpret_conflict(args: argparse.Namespace) -> str | None:
+    """Why the accuracy arguments do not go together, or None."""
+    if not args.interpret:
+        given = [flag for flag, value in (("--torch-npu", args.torch_npu),
+                                          ("--without-fixes", args.without_fixes)) if value]
+        return f"{' and '.join(given)} {'need' if len(given) > 1 else 'needs'} --interpret" if given else None
+    clashes = [flag for flag, value in (("--device", args.device != "cpu"),
+                                        ("--backend", args.backend != "inductor"),
+                                        ("--mode", args.mode != "default"),
+                                        ("--npu-backend", args.npu_backend)) if value]
+    if clashes:
+        return f"--interpret runs on CPU through the given backend: drop {', '.join(clashes)}"
+    return None
+
+
+def _installed_torch_npu() -> str:
+    from . import accuracy, host
+
+    found = host.installed_location()
+    if found is None:
+        raise accuracy.SetupError("--interpret: no torch_npu is installed here; pass --torch-npu PATH")
+    return str(found)
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -189,13 +228,18 @@ def build_parser() -> argparse.ArgumentParser:
     acc.add_argument("--mode", choices=("default", "reduce-overhead"), default="default")
     acc.add_argument("--seed", type=int, default=0)
     acc.add_argument("--json", action="store_true", help="print JSON")
+    acc.add_argument("--interpret", action="store_true",
+                     help="run on CPU through the backend of --torch-npu, kernels in Triton's interpreter")
+    acc.add_argument("--torch-npu", metavar="PATH", help="with --interpret: install dir, source tree or .whl "
+                     "(default: the installed torch_npu)")
+    acc.add_argument("--without-fixes", action="store_true", help="with --interpret: npu_fixes off")
     acc.set_defaults(func=cmd_accuracy)
     return parser
 
 
 def main(argv: Sequence[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
-    if args.command == "audit":  # the audited code is host-loaded, never imported for real
+    if args.command == "audit" or getattr(args, "interpret", False):  # host-loaded, never imported for real
         os.environ.setdefault("TORCH_DEVICE_BACKEND_AUTOLOAD", "0")
     return int(args.func(args))
 

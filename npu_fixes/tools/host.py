@@ -118,6 +118,9 @@ def _bare_package(name: str, path: Path) -> types.ModuleType:
     module.__path__ = [str(path)]
     module.__package__ = name
     module.__file__ = None
+    # a spec as an imported package has one: ``importlib.util.find_spec`` (transformers asks it)
+    module.__spec__ = importlib.machinery.ModuleSpec(name, None, is_package=True)
+    module.__spec__.submodule_search_locations = module.__path__
     sys.modules[name] = module
     return module
 

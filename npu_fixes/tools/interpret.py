@@ -9,7 +9,7 @@ programs running at once (the interpreter runs them one after another; ``order``
 shuffle them). Autotuning keeps the first config (no device timer).
 
 Stand-ins this needs, each a gap between CPU and NPU: the triton-ascend language modules
-(``tl.extra.cann``: libdevice mapped to ``tl.math`` or numpy, ``extract_slice`` not modelled), the
+(``tl.extra.cann``: libdevice mapped to ``tl.math`` or numpy, ``extract_slice`` as numpy slicing), the
 3.2-era ``AttrsDescriptor`` the split reduction's combine kernel is described with, its
 ``MLIRCompilationError``, a driver-free Triton hash and no GPU driver to select, and the
 launcher built for triton-ascend 3.2.x's layout (what our users have).
@@ -70,8 +70,20 @@ class MLIRCompilationError(Exception):
     """triton-ascend's compile error class, which the backend catches by name."""
 
 
-def _extract_slice(*args: Any, **kwargs: Any) -> None:
-    raise NotImplementedError("extract_slice (a bishengir tile slice) is not modelled by the interpreter")
+def _extract_slice(x: Any, offsets: Any, sizes: Any, strides: Any) -> Any:
+    """bishengir's register tile slice: element ``i`` of each dim is ``x``'s element
+    ``offset + i * stride`` of that dim, ``size`` of them."""
+    import triton.language as tl
+    from triton.runtime.interpreter import TensorHandle
+
+    def number(value: Any) -> int:
+        value = getattr(value, "value", value)
+        return int(value.handle.data.item()) if isinstance(value, tl.tensor) else int(value)
+
+    picks = tuple(slice(number(o), number(o) + number(n) * number(st), number(st))
+                  for o, n, st in zip(offsets, sizes, strides, strict=True))
+    data = x.handle.data[picks]
+    return tl.tensor(TensorHandle(data, x.dtype), tl.block_type(x.dtype, list(data.shape)))
 
 
 _CANN = "triton.language.extra.cann"
