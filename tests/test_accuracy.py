@@ -48,6 +48,27 @@ def test_interpret_runs_a_model_through_a_genuine_state(genuine, fixes):
     assert proc.stderr.strip().splitlines()[-1].startswith(f"[1/1] DistilBertForMaskedLM: {model['status']}")
 
 
+@pytest.mark.parametrize("state, fixes, passed", [
+    ("8bfbb9ed1", "all", True), ("8bfbb9ed1", "none", False),
+    ("8bfbb9ed1", "all-but-boundary-downcast", False), ("5ff81d9c5", "none", True),
+])
+def test_interpret_shows_the_seq_len_symptom_at_model_level(genuine, state, fixes, passed):
+    """fastNLP_Bert's pattern (``seq_len`` of 4 x 474 words, then an int64 result computed
+    in place from it) trained one step through a state's backend: at 8bfbb9ed1 the in/out
+    int64 buffer reaches the kernel uninitialised and the integer output is garbage, unless
+    boundary-downcast is on; 5ff81d9c5, where upstream fixed it, computes it as built."""
+    flag = ["--without-fixes"] if fixes == "none" else []
+    env = {"NPU_FIXES_DISABLE": "boundary-downcast"} if fixes.startswith("all-but") else None
+    proc = cli("accuracy", "--interpret", "--torch-npu", str(genuine(state)), *flag,
+               "--models", "fastNLP_seq_len", "--iterations", "1", "--json", env=env)
+    (model,) = json.loads(proc.stdout)["models"]
+    assert proc.returncode == (0 if passed else 1), proc.stdout + proc.stderr
+    assert model["passed"] is passed and model["error"] is None
+    if not passed:
+        assert model["failure"]["tensor"] == "pred.beyond_shortest" and model["failure"]["max_error"] > 1e3
+    assert ("boundary-downcast" in model["fixes"]) is (fixes == "all")
+
+
 def test_a_wrong_compiled_graph_fails_and_names_the_tensor():
     """A backend whose forward outputs are 10% off must fail, naming a prediction."""
     res = run_program("accuracy", "eager_and_wrong")

@@ -113,6 +113,35 @@ def _bert_pytorch(device: Any, seed: int) -> tuple[Any, dict[str, Any]]:
     return model, inputs
 
 
+def _fastnlp_seq_len(device: Any, seed: int) -> tuple[Any, dict[str, Any]]:
+    """A tagger in the style of TorchBench's fastNLP_Bert: from ``seq_len =
+    words.ne(0).sum(-1)`` of its padded batch (4 sentences of 474 words, as in the reports)
+    it returns, next to its loss, how many words each sentence has beyond the shortest."""
+    import torch
+    from torch import nn
+
+    torch.manual_seed(seed)
+    batch, words, hidden, tags = 4, 474, 16, 8
+
+    class SeqLenTagger(nn.Module):
+        def __init__(self) -> None:
+            super().__init__()
+            self.embed = nn.Embedding(VOCAB, hidden, padding_idx=0)
+            self.tagger = nn.Linear(hidden, tags)
+
+        def forward(self, words: Any, target: Any) -> dict:
+            mask = words.ne(0)
+            seq_len = mask.sum(-1)
+            logits = self.tagger(self.embed(words) * mask[..., None])
+            loss = nn.functional.cross_entropy(logits.reshape(-1, tags), target.reshape(-1))
+            return {"loss": loss, "logits": logits, "beyond_shortest": seq_len - seq_len.min()}
+
+    gen = torch.Generator(device=device).manual_seed(seed)
+    inputs = {"words": torch.randint(1, VOCAB, (batch, words), device=device, generator=gen),
+              "target": torch.randint(0, tags, (batch, words), device=device, generator=gen)}
+    return SeqLenTagger().to(device), inputs
+
+
 #: Model name -> builder ``(device, seed) -> (model, inputs)``, in the reports' order.
 MODELS: dict[str, Callable[[Any, int], tuple[Any, dict[str, Any]]]] = {
     "BERT_pytorch": _bert_pytorch,
@@ -136,6 +165,7 @@ MODELS: dict[str, Callable[[Any, int], tuple[Any, dict[str, Any]]]] = {
                                           num_attention_heads=2, intermediate_size=32, true_hidden_size=16,
                                           intra_bottleneck_size=16, num_feedforward_networks=2,
                                           max_position_embeddings=64),
+    "fastNLP_seq_len": _fastnlp_seq_len,
     "RobertaForQuestionAnswering": _hf("RobertaConfig", "RobertaForQuestionAnswering", "qa",
                                        **{**_SMALL, "max_position_embeddings": SEQ + 4}),
 }
