@@ -142,6 +142,35 @@ def _fastnlp_seq_len(device: Any, seed: int) -> tuple[Any, dict[str, Any]]:
     return SeqLenTagger().to(device), inputs
 
 
+def _batchnorm_tagger(device: Any, seed: int) -> tuple[Any, dict[str, Any]]:
+    """Token classification through a ``BatchNorm1d``: training updates its running
+    statistics and its int64 counter ``num_batches_tracked`` (one element, read and
+    written by the same kernel)."""
+    import torch
+    from torch import nn
+
+    torch.manual_seed(seed)
+    hidden, tags = 16, 8
+
+    class BatchNormTagger(nn.Module):
+        def __init__(self) -> None:
+            super().__init__()
+            self.embed = nn.Embedding(VOCAB, hidden)
+            self.norm = nn.BatchNorm1d(hidden)
+            self.tagger = nn.Linear(hidden, tags)
+
+        def forward(self, words: Any, target: Any) -> dict:
+            h = self.norm(self.embed(words).transpose(1, 2)).transpose(1, 2).relu()
+            logits = self.tagger(h)
+            return {"loss": nn.functional.cross_entropy(logits.reshape(-1, tags), target.reshape(-1)),
+                    "logits": logits}
+
+    gen = torch.Generator(device=device).manual_seed(seed)
+    inputs = {"words": _tokens(device, gen), "target": torch.randint(0, tags, (BATCH, SEQ), device=device,
+                                                                     generator=gen)}
+    return BatchNormTagger().to(device), inputs
+
+
 #: Model name -> builder ``(device, seed) -> (model, inputs)``, in the reports' order.
 MODELS: dict[str, Callable[[Any, int], tuple[Any, dict[str, Any]]]] = {
     "BERT_pytorch": _bert_pytorch,
@@ -166,6 +195,7 @@ MODELS: dict[str, Callable[[Any, int], tuple[Any, dict[str, Any]]]] = {
                                           intra_bottleneck_size=16, num_feedforward_networks=2,
                                           max_position_embeddings=64),
     "fastNLP_seq_len": _fastnlp_seq_len,
+    "BatchNormTagger": _batchnorm_tagger,
     "RobertaForQuestionAnswering": _hf("RobertaConfig", "RobertaForQuestionAnswering", "qa",
                                        **{**_SMALL, "max_position_embeddings": SEQ + 4}),
 }
