@@ -14,6 +14,7 @@ import atexit
 import contextlib
 import dataclasses
 import importlib
+import importlib.machinery
 import importlib.util
 import os
 import re
