@@ -101,6 +101,17 @@ def untouched(needed: frozenset[str]) -> dict[str, bool]:
     return {f.name: (f.module, f.targets[0]) not in changed for f in backend}
 
 
+def sharing_the_target(name: str) -> str:
+    """The other fixes that patch the first target of fix ``name``, comma-separated (for
+    ``NPU_FIXES_DISABLE``: a run that checks that fix alone leaves its target as it was)."""
+    from npu_fixes.fixes import all_fixes
+
+    fixes = {f.name: f for f in all_fixes()}
+    ours = fixes[name]
+    return ",".join(n for n, f in fixes.items() if n != name
+                    and (f.module, *f.targets[:1]) == (ours.module, *ours.targets[:1]))
+
+
 def expected_state(name: str, needed: frozenset[str], absent: frozenset[str] = frozenset()) -> str:
     """What status() says of backend fix ``name`` when the defects in ``needed`` are present
     and the code of the fixes in ``absent`` is missing."""

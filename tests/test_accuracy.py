@@ -77,6 +77,16 @@ def test_interpret_shows_boundary_downcast_at_model_level(genuine, model, state,
     assert ("boundary-downcast" in record["fixes"]) is (fixes == "all")
 
 
+def test_interpret_shuffled_programs_leave_a_race_free_model_right(genuine):
+    """``--shuffle SEED`` runs each launch's programs in a drawn order (the interpreter's own
+    test shows the order change): a model whose kernels have no race stays equal to eager."""
+    proc = cli("accuracy", "--interpret", "--torch-npu", str(genuine("5ff81d9c5")), "--shuffle", "3",
+               "--models", "BatchNormTagger", "--iterations", "2", "--json")
+    report = json.loads(proc.stdout)
+    assert proc.returncode == 0 and report["shuffle"] == 3, proc.stdout + proc.stderr
+    assert [m["status"] for m in report["models"]] == ["pass_accuracy"]
+
+
 def test_a_wrong_compiled_graph_fails_and_names_the_tensor():
     """A backend whose forward outputs are 10% off must fail, naming a prediction."""
     res = run_program("accuracy", "eager_and_wrong")
@@ -104,6 +114,7 @@ def test_compare_reports_first_failing_tensor():
     (["--models", "NoSuchModel"], "unknown model(s) NoSuchModel"),
     (["--iterations", "0"], "--iterations must be at least 1"),
     (["--without-fixes"], "--without-fixes needs --interpret"),
+    (["--torch-npu", "x", "--shuffle", "1"], "--torch-npu and --shuffle need --interpret"),
     (["--interpret", "--device", "cuda", "--mode", "reduce-overhead"],
      "--interpret runs on CPU through the given backend: drop --device, --mode"),
     (["--interpret", "--torch-npu", "/no/such/dir", "--models", "BERT_pytorch"],

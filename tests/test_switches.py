@@ -66,14 +66,18 @@ def test_unrecognised_master_value_warns_at_import():
 def test_switching_off_at_run_time_keeps_status_truthful(genuine):
     """At f8802037a: NPU_FIXES=0 set after the repairs went in removes none of them (the
     switches act on what is decided next; undo() removes the repairs), so status() says
-    ``applied`` while they are there and ``disabled`` for the rest; NPU_FIXES=1 and apply()
+    ``applied`` while they are there, ``upgrade-needed`` while a guard is (nonlinearize-grid
+    there), and ``disabled`` for the rest; NPU_FIXES=1 and apply()
     keep the repairs without probing our own wrappers and decide the rest afresh; undo()
     leaves ``undone`` with the defect back."""
     res = run_program("switches", "switched_at_run_time", location=genuine("f8802037a"))
     applied = res["applied"]
     assert applied, res["import"]
     assert res["defective_at_import"] == dict.fromkeys(applied, False)
-    assert res["switched_off"] == {n: "applied" if n in applied else "disabled" for n in res["import"]}
+    guarded = {n for n, state in res["import"].items() if state == "upgrade-needed"}
+    assert guarded == {"nonlinearize-grid"}, res["import"]
+    assert res["switched_off"] == {n: "applied" if n in applied else "upgrade-needed" if n in guarded
+                                   else "disabled" for n in res["import"]}
     assert res["applied_again"] == res["import"]
     assert res["defective_applied_again"] == dict.fromkeys(applied, False)
     assert {n: res["undone"][n] for n in applied} == dict.fromkeys(applied, "undone")

@@ -296,11 +296,15 @@ def load_interpreted(location: str, with_fixes: bool) -> Any:
     return codegen
 
 
-def run_interpreted(models: list[str], location: str, iterations: int, seed: int,
-                    with_fixes: bool = True) -> tuple[list[ModelResult], list[str]]:
+def run_interpreted(models: list[str], location: str, iterations: int, seed: int, with_fixes: bool = True,
+                    shuffle: int | None = None) -> tuple[list[ModelResult], list[str]]:
     """Check each model on CPU through the backend of the torch_npu at ``location``, its
-    kernels run in Triton's interpreter; a line per model on stderr. Returns the results
+    kernels run in Triton's interpreter, a launch's programs in row-major order or, with
+    ``shuffle``, in an order drawn from that seed (a kernel whose result depends on the
+    order then differs between seeds); a line per model on stderr. Returns the results
     and the fixes applied (or guarding) in that code."""
+    import random
+
     import npu_fixes
 
     from . import interpret
@@ -312,7 +316,7 @@ def run_interpreted(models: list[str], location: str, iterations: int, seed: int
         _build(name, "cpu", seed)
     results = []
     for index, name in enumerate(models, start=1):
-        with interpret.cpu_device(codegen):
+        with interpret.cpu_device(codegen, None if shuffle is None else random.Random(shuffle)):
             try:
                 result = check_model(name, "cpu", iterations, seed, "inductor", None)
             except SetupError:

@@ -151,7 +151,7 @@ def cmd_accuracy(args: argparse.Namespace) -> int:
         if args.interpret:
             location = args.torch_npu or _installed_torch_npu()
             results, fixes = accuracy.run_interpreted(names, location, args.iterations, args.seed,
-                                                      not args.without_fixes)
+                                                      not args.without_fixes, args.shuffle)
         else:
             results = accuracy.run(names, args.device, args.iterations, args.seed, args.backend, mode,
                                    args.npu_backend)
@@ -163,7 +163,8 @@ def cmd_accuracy(args: argparse.Namespace) -> int:
         run = {"device": args.device, "backend": args.backend, "mode": args.mode,
                "iterations": args.iterations, "tolerance": accuracy.TOLERANCE}
         if args.interpret:
-            run |= {"torch_npu": str(location), "interpret": True, "with_fixes": not args.without_fixes}
+            run |= {"torch_npu": str(location), "interpret": True, "with_fixes": not args.without_fixes,
+                    "shuffle": args.shuffle}
             for record in records:
                 record["fixes"] = fixes
         print(json.dumps(run | {"models": records}, indent=2, allow_nan=False))
@@ -181,7 +182,8 @@ def _interpret_conflict(args: argparse.Namespace) -> str | None:
     """Why the accuracy arguments do not go together, or None."""
     if not args.interpret:
         given = [flag for flag, value in (("--torch-npu", args.torch_npu),
-                                          ("--without-fixes", args.without_fixes)) if value]
+                                          ("--without-fixes", args.without_fixes),
+                                          ("--shuffle", args.shuffle is not None)) if value]
         return f"{' and '.join(given)} {'need' if len(given) > 1 else 'needs'} --interpret" if given else None
     clashes = [flag for flag, value in (("--device", args.device != "cpu"),
                                         ("--backend", args.backend != "inductor"),
@@ -233,6 +235,8 @@ def build_parser() -> argparse.ArgumentParser:
     acc.add_argument("--torch-npu", metavar="PATH", help="with --interpret: install dir, source tree or .whl "
                      "(default: the installed torch_npu)")
     acc.add_argument("--without-fixes", action="store_true", help="with --interpret: npu_fixes off")
+    acc.add_argument("--shuffle", type=int, metavar="SEED",
+                     help="with --interpret: run each launch's programs in an order drawn from SEED")
     acc.set_defaults(func=cmd_accuracy)
     return parser
 

@@ -8,7 +8,7 @@ import pytest
 
 from npu_fixes.fixes.launch_grid import presents_one_node
 from tests.conftest import FIXED_UPSTREAM, run_program, wheel_path
-from tests.genuine_states import DEFECTS, PRE_FIX, REFERENCE
+from tests.genuine_states import DEFECTS, PRE_FIX, REFERENCE, sharing_the_target
 
 # Loaded with NPU_FIXES=0: the battery (tests/programs/launch_grid.py) builds real
 # launchers from stand-in binaries over metadata x kernel shape x XBLOCK x core count,
@@ -127,10 +127,10 @@ LEGITIMATE: dict[str, dict[str, str]] = {
 @pytest.fixture(scope="module")
 def genuine_runs(genuine):
     """Each defective genuine state and the reference, before and after npu_fixes applies,
-    in one interpreter per state. launch-grid alone: its sibling for scalar reductions
-    (scalar-reduction-grid, tests/fixes/test_scalar_reduction_grid.py) is switched off, so
-    the cases it repairs stay listed below."""
-    env = {**OFF, "NPU_FIXES_DISABLE": "scalar-reduction-grid"}
+    in one interpreter per state. launch-grid alone: the other fixes of ``make_launcher``
+    are switched off (its sibling for scalar reductions, scalar-reduction-grid, repairs the
+    cases listed below; the nonlinearize-grid guard wraps it too)."""
+    env = {**OFF, "NPU_FIXES_DISABLE": sharing_the_target("launch-grid")}
     return {s: run_program("launch_grid", "applied", env=env, location=genuine(s), again=True)
             for s in (*DEFECTIVE, REFERENCE)}
 

@@ -7,7 +7,7 @@ import fnmatch
 import pytest
 
 from tests.conftest import FIXED_UPSTREAM, run_program, wheel_path
-from tests.genuine_states import DEFECTS, PRE_FIX, REFERENCE, WITHOUT_UNFIXED
+from tests.genuine_states import DEFECTS, PRE_FIX, REFERENCE, WITHOUT_UNFIXED, sharing_the_target
 
 # The battery (tests/programs/rng_capture_gate.py) registers fallbacks into scratch tables
 # and lowers each Bernoulli overload and the other RNG entries in stand-in graphs.
@@ -93,21 +93,12 @@ DEFECTIVE = tuple(s for s in PRE_FIX if "rng-capture-gate" in DEFECTS[s])
 LEGITIMATE: dict[str, dict[str, str]] = {}
 
 
-def sharing_the_target() -> str:
-    """The other fixes that wrap the registration this fix wraps, comma-separated."""
-    from npu_fixes.fixes import all_fixes
-
-    ours = {f.name: f for f in all_fixes()}["rng-capture-gate"]
-    return ",".join(f.name for f in all_fixes() if f is not ours
-                    and (f.module, *f.targets[:1]) == (ours.module, *ours.targets[:1]))
-
-
 @pytest.fixture(scope="module")
 def genuine_runs(genuine):
     """Each defective genuine state and the reference, before and after npu_fixes applies
     (NPU_FIXES=0 until then), in one interpreter per state; the fixes that wrap the same
     registration are off, so that "left identical" speaks of this one."""
-    env = {"NPU_FIXES": "0", "NPU_FIXES_DISABLE": sharing_the_target()}
+    env = {"NPU_FIXES": "0", "NPU_FIXES_DISABLE": sharing_the_target("rng-capture-gate")}
     return {s: run_program("rng_capture_gate", "genuine", env=env, location=genuine(s))
             for s in (*DEFECTIVE, REFERENCE)}
 
