@@ -97,7 +97,7 @@ def probe(module: types.ModuleType) -> Probe:
     import importlib
 
     current = getattr(module, TARGET)
-    inductor_expand(module)
+    inductor_expand(module)  # remembered while the module still holds it, for a repair after a reload
     if own(module, current):
         return Probe(True, f"{TARGET} is the module's own {current.__name__}: every expand recurses")
     live = getattr(importlib.import_module(INDUCTOR), "expand", None)

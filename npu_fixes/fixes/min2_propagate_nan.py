@@ -23,6 +23,7 @@
 from __future__ import annotations
 
 import ast
+import functools
 import inspect
 import sys
 import textwrap
@@ -49,21 +50,16 @@ def _min2(a, dim):
     return tl.reduce(a, dim, _minimum_keeping_nan)
 
 
-_JITTED: dict[str, Any] = {}
-
-
+@functools.cache
 def nan_min2() -> Any:
     """Our ``min2`` as a Triton JIT function (built once; Triton is imported by then)."""
-    global tl
-    if not _JITTED:
-        import triton
-        import triton.language
+    global tl, _minimum_keeping_nan
+    import triton
+    import triton.language
 
-        tl = triton.language
-        _JITTED["combine"] = triton.jit(_minimum_keeping_nan)
-        globals()["_minimum_keeping_nan"] = _JITTED["combine"]  # what _min2 calls
-        _JITTED["min2"] = triton.jit(_min2)
-    return _JITTED["min2"]
+    tl = triton.language
+    _minimum_keeping_nan = triton.jit(_minimum_keeping_nan)  # what _min2 calls
+    return triton.jit(_min2)
 
 
 def min_keywords(helper: Any) -> list[set[str]] | None:

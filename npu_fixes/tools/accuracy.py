@@ -206,6 +206,18 @@ def check_model(name: str, device: str, iterations: int, seed: int, backend: str
     return ModelResult(name, True, iterations, worst, time.perf_counter() - start)
 
 
+def checked(name: str, device: str, iterations: int, seed: int, backend: str, mode: str | None,
+            on_iteration: Callable[[], None] = lambda: None) -> ModelResult:
+    """:func:`check_model`, where a crash is that model's failure (a :class:`SetupError`,
+    which is no accuracy result, propagates)."""
+    try:
+        return check_model(name, device, iterations, seed, backend, mode, on_iteration)
+    except SetupError:
+        raise
+    except Exception as exc:  # noqa: BLE001 - one model's crash is that model's failure
+        return ModelResult(name, False, 0, float("nan"), 0.0, error=one_line(exc))
+
+
 def failure_text(result: ModelResult) -> str:
     """`` (...)`` naming the first failing tensor and its max error, or the error."""
     if result.error:
@@ -317,12 +329,7 @@ def run_interpreted(models: list[str], location: str, iterations: int, seed: int
     results = []
     for index, name in enumerate(models, start=1):
         with interpret.cpu_device(codegen, None if shuffle is None else random.Random(shuffle)):
-            try:
-                result = check_model(name, "cpu", iterations, seed, "inductor", None)
-            except SetupError:
-                raise
-            except Exception as exc:  # noqa: BLE001 - one model's crash is that model's failure
-                result = ModelResult(name, False, 0, float("nan"), 0.0, error=one_line(exc))
+            result = checked(name, "cpu", iterations, seed, "inductor", None)
         results.append(result)
         print(f"[{index}/{len(models)}] {name}: {result.status}{failure_text(result)} "
               f"({result.seconds:.1f} s)", file=sys.stderr, flush=True)
@@ -342,12 +349,10 @@ def run(models: list[str], device: str, iterations: int, seed: int, backend: str
         progress.label = name
         progress.draw()
         try:
-            result = check_model(name, device, iterations, seed, backend, mode, progress.advance)
+            result = checked(name, device, iterations, seed, backend, mode, progress.advance)
         except SetupError:
             progress.close()
             raise
-        except Exception as exc:  # noqa: BLE001 - one model's crash is that model's failure
-            result = ModelResult(name, False, 0, float("nan"), 0.0, error=one_line(exc))
         results.append(result)
         progress.done = len(results) * iterations
         progress.draw()

@@ -70,8 +70,8 @@ def scatter(location: str) -> dict:
 
     fix = npu_fixes.registry().fixes[NAME]
     present = hasattr(codegen, "_masked_index_needs_nonnegative_clamp")
-    result = {"probe_before": [*fix.probe(codegen).__dict__.values()] if present else None,
-              "before": run_all(codegen)}
+    first = fix.probe(codegen) if present else None
+    result = {"probe_before": [first.defective, first.detail] if first else None, "before": run_all(codegen)}
     del os.environ["NPU_FIXES"]
     npu_fixes.apply()
     result["state"] = {r.name: r.state.value for r in npu_fixes.status()}[NAME]
