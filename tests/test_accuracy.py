@@ -6,7 +6,8 @@ import json
 
 import pytest
 
-from tests.conftest import cli, run_program, run_python
+from tests.conftest import cli, run_program, run_python, wheel_path
+from tests.genuine_states import COMMITS
 
 
 def test_cli_smoke_two_tiny_models():
@@ -75,6 +76,27 @@ def test_interpret_shows_boundary_downcast_at_model_level(genuine, model, state,
     if not passed:
         assert record["failure"]["tensor"] == IN_OUT_INT64[model], record
     assert ("boundary-downcast" in record["fixes"]) is (fixes == "all")
+
+
+@pytest.mark.parametrize("where, fixes, passed", [
+    ("bafc50684", "all", True), ("bafc50684", "all-but-rsplit-nested-range", False), ("2.13.0", "none", False),
+])
+def test_interpret_shows_rsplit_nested_range_at_model_level(genuine, where, fixes, passed):
+    """One step of a tagger whose bias-free norm is followed by a gain per position (4 x 512
+    words): the norm weight's gradient is an OUTER sum over two reduction ranges, split
+    across 40 cores by the newest public state and by the published wheel alike, each core
+    summing all of it (40 times the right value) unless rsplit-nested-range refuses the split."""
+    location = str(genuine(where)) if where in COMMITS else str(wheel_path(where))
+    flag = ["--without-fixes"] if fixes == "none" else []
+    env = {"NPU_FIXES_DISABLE": "rsplit-nested-range"} if fixes.startswith("all-but") else None
+    proc = cli("accuracy", "--interpret", "--torch-npu", location, *flag,
+               "--models", "PositionGainTagger", "--iterations", "1", "--json", env=env)
+    (record,) = json.loads(proc.stdout)["models"]
+    assert proc.returncode == (0 if passed else 1), proc.stdout + proc.stderr
+    assert record["passed"] is passed and record["error"] is None
+    if not passed:
+        assert record["failure"]["tensor"] == "grad.norm.weight", record
+    assert ("rsplit-nested-range" in record["fixes"]) is (fixes == "all")
 
 
 def test_interpret_shuffled_programs_leave_a_race_free_model_right(genuine):

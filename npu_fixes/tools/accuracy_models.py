@@ -171,6 +171,36 @@ def _batchnorm_tagger(device: Any, seed: int) -> tuple[Any, dict[str, Any]]:
     return BatchNormTagger().to(device), inputs
 
 
+def _position_gain_tagger(device: Any, seed: int) -> tuple[Any, dict[str, Any]]:
+    """A tagger with a bias-free ``LayerNorm`` followed by a learned gain per position and
+    feature, shared by every sentence of the batch (4 sentences of 512 words). The norm
+    weight's gradient sums over sentences and positions a product with that gain: a sum
+    over two reduction ranges that cannot be flattened into one."""
+    import torch
+    from torch import nn
+
+    torch.manual_seed(seed)
+    batch, words, hidden, tags = 4, 512, 32, 8
+
+    class PositionGainTagger(nn.Module):
+        def __init__(self) -> None:
+            super().__init__()
+            self.embed = nn.Embedding(VOCAB, hidden)
+            self.norm = nn.LayerNorm(hidden, bias=False)
+            self.gain = nn.Parameter(1 + 0.1 * torch.randn(words, hidden))
+            self.tagger = nn.Linear(hidden, tags)
+
+        def forward(self, words: Any, target: Any) -> dict:
+            logits = self.tagger(self.norm(self.embed(words)) * self.gain)
+            return {"loss": nn.functional.cross_entropy(logits.reshape(-1, tags), target.reshape(-1)),
+                    "logits": logits}
+
+    gen = torch.Generator(device=device).manual_seed(seed)
+    inputs = {"words": torch.randint(0, VOCAB, (batch, words), device=device, generator=gen),
+              "target": torch.randint(0, tags, (batch, words), device=device, generator=gen)}
+    return PositionGainTagger().to(device), inputs
+
+
 #: Model name -> builder ``(device, seed) -> (model, inputs)``, in the reports' order.
 MODELS: dict[str, Callable[[Any, int], tuple[Any, dict[str, Any]]]] = {
     "BERT_pytorch": _bert_pytorch,
@@ -196,6 +226,7 @@ MODELS: dict[str, Callable[[Any, int], tuple[Any, dict[str, Any]]]] = {
                                           max_position_embeddings=64),
     "fastNLP_seq_len": _fastnlp_seq_len,
     "BatchNormTagger": _batchnorm_tagger,
+    "PositionGainTagger": _position_gain_tagger,
     "RobertaForQuestionAnswering": _hf("RobertaConfig", "RobertaForQuestionAnswering", "qa",
                                        **{**_SMALL, "max_position_embeddings": SEQ + 4}),
 }
