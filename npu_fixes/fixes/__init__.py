@@ -38,6 +38,7 @@ MODULES = (
     "masked_index_zerodiv",
     "nonlinearize_grid",
     "expand_reload_recursion",
+    "permuted_full_reduction",
     "rsplit_nested_range",
     "rsplit_epilogue",
     "te_parallel_ce",

@@ -1,0 +1,73 @@
+"""Programs of tests/fixes/test_permuted_full_reduction.py: full reductions of permuted
+views compiled through a state's backend, kernels run in Triton's interpreter with the
+backend's launcher grid, compared with eager."""
+
+from __future__ import annotations
+
+import os
+
+from tests.programs import host_load, innermost, main
+
+NAME = "permuted-full-reduction"
+
+
+def _programs() -> dict:
+    """label -> (function, input shape)."""
+    def t(x):
+        return x.view(64, 16).t()
+
+    return {
+        "sum": (lambda x: t(x).reshape(-1).sum(), (1024,)),
+        "amax": (lambda x: t(x).reshape(-1).amax(), (1024,)),
+        "sum+1": (lambda x: t(x).reshape(-1).sum() + 1, (1024,)),
+        "permute3-sum": (lambda x: x.view(8, 16, 8).permute(2, 0, 1).reshape(-1).sum(), (1024,)),
+        # controls: built right at every state
+        "keepdim-sum": (lambda x: t(x).sum((0, 1), keepdim=True), (1024,)),
+        "2d-t-sum": (lambda x: x.t().sum(), (32, 48)),
+    }
+
+
+def run_all(codegen) -> dict:
+    """Each program: equal to eager, or the error."""
+    import torch
+
+    from npu_fixes.tools import interpret
+
+    out = {}
+    for label, (fn, shape) in _programs().items():
+        torch._dynamo.reset()
+        torch.manual_seed(0)
+        x = torch.randn(shape)
+        try:
+            with interpret.cpu_device(codegen):
+                got = torch.compile(fn)(x)
+        except Exception as exc:  # noqa: BLE001 - recorded
+            out[label] = {"error": innermost(exc)}
+            continue
+        out[label] = {"equal": bool(torch.allclose(got, fn(x), rtol=1e-4, atol=1e-4))}
+    return out
+
+
+def reductions(location: str) -> dict:
+    """The probe; the programs without npu_fixes; then with ``npu_fixes.apply()``: the fix's
+    state, the programs again, the probe, and the probe after ``undo()``."""
+    codegen = host_load(location).modules["codegen.triton"]
+    from npu_fixes.tools import interpret
+
+    interpret.activate(codegen)
+    import npu_fixes
+
+    fix = npu_fixes.registry().fixes[NAME]
+    first = fix.probe(codegen)
+    result = {"probe_before": [first.defective, first.detail], "before": run_all(codegen)}
+    del os.environ["NPU_FIXES"]
+    npu_fixes.apply()
+    result["state"] = {r.name: r.state.value for r in npu_fixes.status()}[NAME]
+    result["after"] = run_all(codegen)
+    result["probe_after"] = fix.probe(codegen).defective
+    result["undone"] = npu_fixes.undo() > 0 and fix.probe(codegen).defective
+    return result
+
+
+if __name__ == "__main__":
+    main(globals())
