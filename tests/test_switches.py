@@ -6,8 +6,10 @@ import logging
 
 import pytest
 
+from npu_fixes.fixes import all_fixes
 from npu_fixes.shim import switches
 from tests.conftest import run_program, run_python
+from tests.genuine_states import needed_at
 
 FIXES = ("launch-grid", "rsplit-outer", "te-parallel-ce")
 
@@ -67,7 +69,7 @@ def test_switching_off_at_run_time_keeps_status_truthful(genuine):
     """At f8802037a: NPU_FIXES=0 set after the repairs went in removes none of them (the
     switches act on what is decided next; undo() removes the repairs), so status() says
     ``applied`` while they are there, ``upgrade-needed`` while a guard is (nonlinearize-grid
-    there), and ``disabled`` for the rest; NPU_FIXES=1 and apply()
+    and int32-address-wrap there), and ``disabled`` for the rest; NPU_FIXES=1 and apply()
     keep the repairs without probing our own wrappers and decide the rest afresh; undo()
     leaves ``undone`` with the defect back."""
     res = run_program("switches", "switched_at_run_time", location=genuine("f8802037a"))
@@ -75,7 +77,8 @@ def test_switching_off_at_run_time_keeps_status_truthful(genuine):
     assert applied, res["import"]
     assert res["defective_at_import"] == dict.fromkeys(applied, False)
     guarded = {n for n, state in res["import"].items() if state == "upgrade-needed"}
-    assert guarded == {"nonlinearize-grid"}, res["import"]
+    assert guarded == {f.name for f in all_fixes() if not f.repairable and f.name in needed_at("f8802037a")}
+    assert guarded == {"nonlinearize-grid", "int32-address-wrap"}, res["import"]
     assert res["switched_off"] == {n: "applied" if n in applied else "upgrade-needed" if n in guarded
                                    else "disabled" for n in res["import"]}
     assert res["applied_again"] == res["import"]

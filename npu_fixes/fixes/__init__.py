@@ -37,6 +37,7 @@ MODULES = (
     "local_scalar_dense_lowering",
     "masked_index_zerodiv",
     "nonlinearize_grid",
+    "int32_address_wrap",
     "expand_reload_recursion",
     "permuted_full_reduction",
     "rsplit_nested_range",

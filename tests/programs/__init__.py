@@ -74,7 +74,8 @@ def innermost(exc: BaseException) -> str:
     as ``inner_exception``)."""
     while (inner := exc.__cause__ or getattr(exc, "inner_exception", None)) is not None:
         exc = inner
-    return f"{type(exc).__name__}: {str(exc).strip().splitlines()[-1][:300]}"
+    lines = str(exc).strip().splitlines() or [""]
+    return f"{type(exc).__name__}: {lines[-1][:300]}"
 
 
 def main(namespace: dict) -> None:
