@@ -42,6 +42,7 @@ MODULES = (
     "permuted_full_reduction",
     "rsplit_nested_range",
     "rsplit_epilogue",
+    "rsplit_slice_tail",
     "te_parallel_ce",
 )
 

@@ -1,0 +1,75 @@
+"""Programs of tests/fixes/test_rsplit_slice_tail.py: sums over 2^16 elements (a length
+Inductor drops the mask for) compiled through a state's backend, kernels run in Triton's
+interpreter with the backend's launcher grid, compared with eager."""
+
+from __future__ import annotations
+
+import os
+
+from tests.programs import host_load, innermost, main
+
+NAME = "rsplit-slice-tail"
+N = 2**16
+
+
+def _programs() -> dict:
+    """label -> (function, input): the reductions read the first N of N + 4096 elements
+    (a view), so that a read past the tensor stays inside the buffer and shows as a value."""
+    import torch
+
+    torch.manual_seed(0)
+    padded = torch.rand(N + 4096)[:N]
+    return {
+        "sum": (lambda x: x.sum(), padded),
+        "mean": (lambda x: x.mean(), padded),
+        "square-sum": (lambda x: (x * x).sum(), padded),
+        "outer-sum": (lambda x: x.view(N, 8).sum(0), torch.rand(8 * N + 4096)[:8 * N]),
+        "sum-exact-buffer": (lambda x: x.sum(), torch.rand(N)),  # a read past it leaves the buffer
+        # controls: a length that keeps its mask, and one too short to be split
+        "sum-masked": (lambda x: x.sum(), torch.rand(N + 512)),
+        "sum-short": (lambda x: x.sum(), torch.rand(4096)),
+    }
+
+
+def run_all(codegen) -> dict:
+    """Each program: equal to eager (and the launches' programs), or the error."""
+    import torch
+
+    from npu_fixes.tools import interpret
+
+    out = {}
+    for label, (fn, x) in _programs().items():
+        torch._dynamo.reset()
+        try:
+            with interpret.cpu_device(codegen) as launches:
+                got = torch.compile(fn)(x)
+        except Exception as exc:  # noqa: BLE001 - recorded
+            out[label] = {"error": innermost(exc)}
+            continue
+        out[label] = {"equal": bool(torch.allclose(got, fn(x), rtol=1e-4, atol=1e-3)),
+                      "launches": [[launch.grid[0], launch.busy] for launch in launches]}
+    return out
+
+
+def tails(location: str) -> dict:
+    """The probe; the programs without npu_fixes; then with ``npu_fixes.apply()``: the fix's
+    state, the programs again, the probe, and the probe after ``undo()``."""
+    codegen = host_load(location).modules["codegen.triton"]
+    from npu_fixes.tools import interpret
+
+    interpret.activate(codegen)
+    import npu_fixes
+
+    fix = npu_fixes.registry().fixes[NAME]
+    result = {"probe_before": fix.probe(codegen).defective, "before": run_all(codegen)}
+    del os.environ["NPU_FIXES"]
+    npu_fixes.apply()
+    result["state"] = {r.name: r.state.value for r in npu_fixes.status()}[NAME]
+    result["after"] = run_all(codegen)
+    result["probe_after"] = fix.probe(codegen).defective
+    result["undone"] = npu_fixes.undo() > 0 and fix.probe(codegen).defective
+    return result
+
+
+if __name__ == "__main__":
+    main(globals())
