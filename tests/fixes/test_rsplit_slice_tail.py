@@ -70,7 +70,7 @@ def test_the_defect_is_at_every_state_and_wheel():
 @pytest.mark.parametrize("state", STATES)
 def test_probe_says_needed_and_the_fix_applies(runs, state):
     res = runs[state]
-    assert res["probe_before"] is True and res["state"] == "applied"
+    assert res["probe_before"][0] is True and res["state"] == "applied"
     assert res["probe_after"] is False and res["undone"] is True
 
 

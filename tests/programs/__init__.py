@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import importlib.util
 import json
+import os
 import sys
 from pathlib import Path
 
@@ -117,4 +118,22 @@ def method_before_and_after(fix, mod, cls, name: str, battery) -> dict:
     result["patched"] = vars(cls)[name] is not original
     patcher.restore()
     result["restored"] = vars(cls)[name] is original
+    return result
+
+
+def with_npu_fixes(name: str, codegen, battery) -> dict:
+    """Fix ``name``'s probe (``[defective, detail]``) and ``battery()`` as built (the program
+    started with ``NPU_FIXES=0``), then with ``npu_fixes.apply()``: the fix's state,
+    ``battery()`` again, the probe, and whether ``npu_fixes.undo()`` brings the defect back."""
+    import npu_fixes
+
+    fix = npu_fixes.registry().fixes[name]
+    first = fix.probe(codegen)
+    result = {"probe_before": [first.defective, first.detail], "before": battery()}
+    del os.environ["NPU_FIXES"]
+    npu_fixes.apply()
+    result["state"] = {r.name: r.state.value for r in npu_fixes.status()}[name]
+    result["after"] = battery()
+    result["probe_after"] = fix.probe(codegen).defective
+    result["undone"] = npu_fixes.undo() > 0 and fix.probe(codegen).defective
     return result

@@ -4,9 +4,7 @@ backend's launcher grid, compared with eager."""
 
 from __future__ import annotations
 
-import os
-
-from tests.programs import host_load, innermost, main
+from tests.programs import host_load, innermost, main, with_npu_fixes
 
 NAME = "permuted-full-reduction"
 
@@ -49,24 +47,13 @@ def run_all(codegen) -> dict:
 
 
 def reductions(location: str) -> dict:
-    """The probe; the programs without npu_fixes; then with ``npu_fixes.apply()``: the fix's
-    state, the programs again, the probe, and the probe after ``undo()``."""
+    """The programs through the backend at ``location`` without and with npu_fixes
+    (``tests.programs.with_npu_fixes``)."""
     codegen = host_load(location).modules["codegen.triton"]
     from npu_fixes.tools import interpret
 
     interpret.activate(codegen)
-    import npu_fixes
-
-    fix = npu_fixes.registry().fixes[NAME]
-    first = fix.probe(codegen)
-    result = {"probe_before": [first.defective, first.detail], "before": run_all(codegen)}
-    del os.environ["NPU_FIXES"]
-    npu_fixes.apply()
-    result["state"] = {r.name: r.state.value for r in npu_fixes.status()}[NAME]
-    result["after"] = run_all(codegen)
-    result["probe_after"] = fix.probe(codegen).defective
-    result["undone"] = npu_fixes.undo() > 0 and fix.probe(codegen).defective
-    return result
+    return with_npu_fixes(NAME, codegen, lambda: run_all(codegen))
 
 
 if __name__ == "__main__":
