@@ -78,6 +78,29 @@ def test_interpret_shows_boundary_downcast_at_model_level(genuine, model, state,
     assert ("boundary-downcast" in record["fixes"]) is (fixes == "all")
 
 
+@pytest.mark.parametrize("state, fixes, passed", [
+    ("95c9094da", "none", False), ("95c9094da", "all", True), ("f8802037a", "none", False),
+    ("8bfbb9ed1", "all-but-launch-grid", False), ("5ff81d9c5", "none", True),
+])
+def test_interpret_shows_launch_grid_at_model_level(genuine, state, fixes, passed):
+    """Two steps of a tagger that counts its steps in a buffer: the count is a one-element
+    kernel that reads what it writes. Where launch-grid's defect is, the launcher gives it
+    one program per vector core, and each adds its 1: 40 steps counted at the first (the
+    interpreter runs the programs one after another; on hardware they race). 5ff81d9c5, where
+    upstream fixed it, counts right as built. (8bfbb9ed1 as built stops earlier, at another
+    defect's kernel build.)"""
+    flag = ["--without-fixes"] if fixes == "none" else []
+    env = {"NPU_FIXES_DISABLE": "launch-grid"} if fixes.startswith("all-but") else None
+    proc = cli("accuracy", "--interpret", "--torch-npu", str(genuine(state)), *flag,
+               "--models", "RunningLossTagger", "--iterations", "2", "--json", env=env)
+    (record,) = json.loads(proc.stdout)["models"]
+    assert proc.returncode == (0 if passed else 1), proc.stdout + proc.stderr
+    assert record["passed"] is passed and record["error"] is None
+    if not passed:
+        assert record["failure"] == {"iteration": 1, "tensor": "buffer.steps", "max_error": 39.0}, record
+    assert ("launch-grid" in record["fixes"]) is (fixes == "all")
+
+
 @pytest.mark.parametrize("where, fixes, passed", [
     ("bafc50684", "all", True), ("bafc50684", "all-but-rsplit-nested-range", False), ("2.13.0", "none", False),
 ])

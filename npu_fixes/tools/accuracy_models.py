@@ -201,6 +201,36 @@ def _position_gain_tagger(device: Any, seed: int) -> tuple[Any, dict[str, Any]]:
     return PositionGainTagger().to(device), inputs
 
 
+def _running_loss_tagger(device: Any, seed: int) -> tuple[Any, dict[str, Any]]:
+    """A tagger that keeps, as buffers, how many steps it took and the sum of its losses:
+    counters updated in place, one element each (a kernel that reads what it writes)."""
+    import torch
+    from torch import nn
+
+    torch.manual_seed(seed)
+    hidden, tags = 16, 8
+
+    class RunningLossTagger(nn.Module):
+        def __init__(self) -> None:
+            super().__init__()
+            self.embed = nn.Embedding(VOCAB, hidden)
+            self.tagger = nn.Linear(hidden, tags)
+            self.register_buffer("steps", torch.zeros(()))
+            self.register_buffer("loss_sum", torch.zeros(()))
+
+        def forward(self, words: Any, target: Any) -> dict:
+            logits = self.tagger(self.embed(words))
+            loss = nn.functional.cross_entropy(logits.reshape(-1, tags), target.reshape(-1))
+            self.steps.add_(1)
+            self.loss_sum.add_(loss.detach())
+            return {"loss": loss, "logits": logits}
+
+    gen = torch.Generator(device=device).manual_seed(seed)
+    inputs = {"words": _tokens(device, gen), "target": torch.randint(0, tags, (BATCH, SEQ), device=device,
+                                                                     generator=gen)}
+    return RunningLossTagger().to(device), inputs
+
+
 #: Model name -> builder ``(device, seed) -> (model, inputs)``, in the reports' order.
 MODELS: dict[str, Callable[[Any, int], tuple[Any, dict[str, Any]]]] = {
     "BERT_pytorch": _bert_pytorch,
@@ -227,6 +257,7 @@ MODELS: dict[str, Callable[[Any, int], tuple[Any, dict[str, Any]]]] = {
     "fastNLP_seq_len": _fastnlp_seq_len,
     "BatchNormTagger": _batchnorm_tagger,
     "PositionGainTagger": _position_gain_tagger,
+    "RunningLossTagger": _running_loss_tagger,
     "RobertaForQuestionAnswering": _hf("RobertaConfig", "RobertaForQuestionAnswering", "qa",
                                        **{**_SMALL, "max_position_embeddings": SEQ + 4}),
 }

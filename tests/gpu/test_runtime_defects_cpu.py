@@ -36,3 +36,21 @@ def test_capture_gate_keeps_eager_rng_sequence_on_cpu():
     res = run_program("runtime_defects_cpu", "capture_run")
     assert "aten.bernoulli_.float" in res["gated"] and res["gated"] == res["stock"], res
     assert res["difference"] is None, res
+
+
+def test_the_captured_kernel_is_what_the_state_generates(genuine, tmp_path):
+    """``tests/gpu/genuine_kernels.json`` (replayed on the GPU) is what 95c9094da's backend
+    generates for the step counter today: captured again, the same kernel, grid and
+    arguments, and 40 counted when the interpreter runs the programs in turn."""
+    import json
+
+    from tests.conftest import REPO, run_python
+
+    out = tmp_path / "kernels.json"
+    run_python(f"from tests.gpu import capture_kernels as c; "
+               f"raise SystemExit(c.main(['--torch-npu', {str(genuine('95c9094da'))!r}, '--out', {str(out)!r}]))",
+               env={"NPU_FIXES": "0"})
+    captured = json.loads(out.read_text())["launches"]
+    committed = json.loads((REPO / "tests" / "gpu" / "genuine_kernels.json").read_text())["launches"]
+    assert captured == committed
+    assert [(k["grid"], k["result_in_interpreter"]) for k in captured] == [([40, 1, 1], 40.0)]
