@@ -16,7 +16,8 @@ Installed rows run ``tests/test_matrix.py``; genuine rows then run upstream's ow
 tests as a peer suite (``tests/upstream_peer.py``). ``bash scripts/test.sh`` runs ``none``
 (pytest-xdist over every core), then the rows tagged ``matrix`` side by side; a maintainer
 runs one with ``.venv/bin/nox -s genuine-8bfbb9ed1`` (``-l`` lists them). For development,
-``nox -s unit`` (the in-process unit level) and ``nox -s fix -- <name>`` (one fix's tests).
+``nox -s unit`` (the in-process unit level) and ``nox -s fix -- <name>`` (one fix's tests);
+``nox -s accuracy-table`` prints the model-level table in full.
 """
 
 from __future__ import annotations
@@ -103,6 +104,21 @@ def fix(session: nox.Session) -> None:
         known = sorted(p.stem[5:].replace("_", "-") for p in tests.parent.glob("test_*.py"))
         session.error(f"no tests for a fix named {name!r}; known: {', '.join(known)}")
     session.run(PY, "-m", "pytest", *PARALLEL, "-m", "not gpu", str(tests), *rest)
+
+
+@nox.session(name="accuracy-table", python=False, default=False)
+def accuracy_table(session: nox.Session) -> None:
+    """The README's model-level table in full (``scripts/accuracy_table.py``): the accuracy
+    models through every genuine state and the 2.13.0 and 2.14.0 wheels, as built and with
+    npu_fixes, on CPU (about 15 minutes on 2 cores). Extra arguments go to the script."""
+    backends = []
+    for state in genuine_states.COMMITS:
+        site = installed(session, "2.13.0", CACHE / f"site-genuine-{state}")
+        genuine_states.replace_backend(site, genuine_states.source_of(state))
+        backends.append(f"{state}={site}")
+    backends += [f"wheel-{v}={wheel(v)}" for v in ("2.13.0", "2.14.0")]
+    session.run(PY, "scripts/accuracy_table.py", *backends, *session.posargs,
+                env={"TORCH_DEVICE_BACKEND_AUTOLOAD": "0"})
 
 
 def wheel_row(version: str):
