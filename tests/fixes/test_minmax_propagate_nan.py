@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 
 from npu_fixes.fixes.minmax_propagate_nan import drops_nan, propagating
-from tests.conftest import run_at_states
+from tests.conftest import run_at_states, run_program
 from tests.genuine_states import BEYOND, COMMITS
 
 NAME = "minmax-propagate-nan"
@@ -73,3 +73,18 @@ def test_repaired_state_emits_what_the_wheel_emits(runs, state):
         assert after[label]["calls"] == [c[:-1] + ", tl.PropagateNan.ALL)" for c in before[label]["calls"]]
     assert res["patched"] == 2 and res["probe_after"][0] is False
     assert res["undo"] == 2 and res["probe_undone"] is True
+
+
+@pytest.mark.parametrize("with_fixes", [False, True])
+def test_a_models_kernels_drop_nan_as_built_and_keep_it_with_npu_fixes(genuine, with_fixes):
+    """At model level: BatchNormTagger's training step through bafc50684's backend (its ReLU
+    and a looped max), as ``npu-fixes accuracy --interpret`` runs it. Triton's interpreter
+    propagates NaN either way, so the observable is the kernels' code: as built their two
+    ``tl.maximum`` calls drop NaN (``arith.maxnumf`` in the IR of the one whose host IR build
+    runs), with npu_fixes both keep it (``arith.maximumf``)."""
+    res = run_program("minmax_propagate_nan", "model_ir_ops", location=str(genuine("bafc50684")),
+                      with_fixes=with_fixes)
+    assert (res["kernels"], res["built"]) == (13, 11), res
+    assert len(res["minmax_calls"]) == 2, res
+    assert all(("tl.PropagateNan.ALL" in call) is with_fixes for call in res["minmax_calls"]), res
+    assert res["ir_ops"] == ({"arith.maximumf": 1} if with_fixes else {"arith.maxnumf": 1}), res

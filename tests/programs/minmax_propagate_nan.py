@@ -66,5 +66,32 @@ def emitted(location: str) -> dict:
     return result
 
 
+def model_ir_ops(location: str, with_fixes: bool) -> dict:
+    """BatchNormTagger (a ReLU after a BatchNorm) trained one step through the backend at
+    ``location`` on CPU, as ``npu-fixes accuracy --interpret`` runs it, with or without
+    npu_fixes: the kernels it launched, how many of them the host IR build takes, the min/max
+    ops of their Triton IR counted, and the kernels' ``tl.minimum``/``tl.maximum`` calls."""
+    import collections
+
+    from npu_fixes.tools import accuracy, interpret
+    from npu_fixes.tools.accuracy_models import MODELS
+
+    accuracy.configure(None)
+    codegen = accuracy.load_interpreted(location, with_fixes)
+    model, inputs = MODELS["BatchNormTagger"]("cpu", 0)
+    with interpret.cpu_device(codegen) as launches:
+        _torch().compile(model)(**inputs)["loss"].backward()
+    counts, sources, built = collections.Counter(), {launch.source for launch in launches}, 0
+    for source in sources:
+        try:  # the IR build types every pointer *fp32: kernels that index with loaded values fail it
+            ir_text = triton_ir("@triton.jit\n" + re.sub(r"def \w+\(", "def kernel(", source, count=1))
+        except Exception:  # noqa: BLE001 - counted as not built
+            continue
+        built += 1
+        counts.update(IR_OPS.findall(ir_text))
+    return {"kernels": len(sources), "built": built, "ir_ops": dict(counts),
+            "minmax_calls": sorted(set(sum((MINMAX.findall(s) for s in sources), [])))}
+
+
 if __name__ == "__main__":
     main(globals())
