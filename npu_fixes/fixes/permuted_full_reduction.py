@@ -102,9 +102,11 @@ def rerank_body(kernel: Any, r_slots: Sequence[int], real_ndim: int) -> None:
 
 
 def install(module: types.ModuleType, patcher: Patcher) -> None:
+    signature = inspect.signature(getattr(module, TARGET))
+
     def apply_lines(wrapped: Callable[..., Any], instance: Any, args: tuple, kwargs: dict) -> Any:
         result = wrapped(*args, **kwargs)
-        bound = inspect.signature(wrapped).bind(*args, **kwargs).arguments
+        bound = signature.bind(*args, **kwargs).arguments
         rerank_body(bound["kernel"], bound["r_slots"], bound["real_ndim"])
         return result
 

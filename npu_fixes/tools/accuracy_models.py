@@ -20,6 +20,16 @@ def _tokens(device: Any, generator: Any) -> Any:
     return torch.randint(5, VOCAB, (BATCH, SEQ), device=device, generator=generator)
 
 
+def _tagging(device: Any, seed: int, tags: int, shape: tuple[int, int] = (BATCH, SEQ),
+             lowest: int = 5) -> dict[str, Any]:
+    """A tagger's inputs: ``words`` (ids from ``lowest`` up) and a ``target`` tag per word."""
+    import torch
+
+    gen = torch.Generator(device=device).manual_seed(seed)
+    return {"words": torch.randint(lowest, VOCAB, shape, device=device, generator=gen),
+            "target": torch.randint(0, tags, shape, device=device, generator=gen)}
+
+
 def _mlm_labels(ids: Any, generator: Any) -> Any:
     import torch
 
@@ -136,10 +146,7 @@ def _fastnlp_seq_len(device: Any, seed: int) -> tuple[Any, dict[str, Any]]:
             loss = nn.functional.cross_entropy(logits.reshape(-1, tags), target.reshape(-1))
             return {"loss": loss, "logits": logits, "beyond_shortest": seq_len - seq_len.min()}
 
-    gen = torch.Generator(device=device).manual_seed(seed)
-    inputs = {"words": torch.randint(1, VOCAB, (batch, words), device=device, generator=gen),
-              "target": torch.randint(0, tags, (batch, words), device=device, generator=gen)}
-    return SeqLenTagger().to(device), inputs
+    return SeqLenTagger().to(device), _tagging(device, seed, tags, (batch, words), lowest=1)
 
 
 def _batchnorm_tagger(device: Any, seed: int) -> tuple[Any, dict[str, Any]]:
@@ -165,10 +172,7 @@ def _batchnorm_tagger(device: Any, seed: int) -> tuple[Any, dict[str, Any]]:
             return {"loss": nn.functional.cross_entropy(logits.reshape(-1, tags), target.reshape(-1)),
                     "logits": logits}
 
-    gen = torch.Generator(device=device).manual_seed(seed)
-    inputs = {"words": _tokens(device, gen), "target": torch.randint(0, tags, (BATCH, SEQ), device=device,
-                                                                     generator=gen)}
-    return BatchNormTagger().to(device), inputs
+    return BatchNormTagger().to(device), _tagging(device, seed, tags)
 
 
 def _position_gain_tagger(device: Any, seed: int) -> tuple[Any, dict[str, Any]]:
@@ -195,10 +199,7 @@ def _position_gain_tagger(device: Any, seed: int) -> tuple[Any, dict[str, Any]]:
             return {"loss": nn.functional.cross_entropy(logits.reshape(-1, tags), target.reshape(-1)),
                     "logits": logits}
 
-    gen = torch.Generator(device=device).manual_seed(seed)
-    inputs = {"words": torch.randint(0, VOCAB, (batch, words), device=device, generator=gen),
-              "target": torch.randint(0, tags, (batch, words), device=device, generator=gen)}
-    return PositionGainTagger().to(device), inputs
+    return PositionGainTagger().to(device), _tagging(device, seed, tags, (batch, words), lowest=0)
 
 
 def _running_loss_tagger(device: Any, seed: int) -> tuple[Any, dict[str, Any]]:
@@ -225,10 +226,7 @@ def _running_loss_tagger(device: Any, seed: int) -> tuple[Any, dict[str, Any]]:
             self.loss_sum.add_(loss.detach())
             return {"loss": loss, "logits": logits}
 
-    gen = torch.Generator(device=device).manual_seed(seed)
-    inputs = {"words": _tokens(device, gen), "target": torch.randint(0, tags, (BATCH, SEQ), device=device,
-                                                                     generator=gen)}
-    return RunningLossTagger().to(device), inputs
+    return RunningLossTagger().to(device), _tagging(device, seed, tags)
 
 
 #: Model name -> builder ``(device, seed) -> (model, inputs)``, in the reports' order.

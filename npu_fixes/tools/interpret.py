@@ -215,15 +215,22 @@ class InterpretedBinary:
     def launch_metadata(self, grid: Any, stream: Any, *args: Any) -> None:
         return None
 
+    def argument_names(self, count: int) -> list[str]:
+        """The names of the ``count`` arguments a launcher passes: the kernel's parameters
+        but its constexprs and those bound as None constants."""
+        fn = self.fn
+        names = [n for i, n in enumerate(fn.arg_names) if i not in fn.constexprs]
+        if len(names) != count:  # arguments bound as None constants are not passed
+            names = [n for n in names if not (n in self.constants and self.constants[n] is None)]
+        if len(names) != count:
+            raise TypeError(f"{fn.__name__}: launched with {count} arguments for {names}")
+        return names
+
     def run(self, grid_0: int, grid_1: int, grid_2: int, stream: Any, function: Any, metadata: Any,
             launch_metadata: Any, enter_hook: Any, exit_hook: Any, *args: Any) -> None:
         grid = (int(grid_0), int(grid_1), int(grid_2))
         fn = self.fn
-        names = [n for i, n in enumerate(fn.arg_names) if i not in fn.constexprs]
-        if len(names) != len(args):  # arguments bound as None constants are not passed
-            names = [n for n in names if not (n in self.constants and self.constants[n] is None)]
-        if len(names) != len(args):
-            raise TypeError(f"{fn.__name__}: launched with {len(args)} arguments for {names}")
+        names = self.argument_names(len(args))
         kwargs = {n: self.constants[n] for i, n in enumerate(fn.arg_names) if i in fn.constexprs}
         for name, arg in zip(names, args, strict=True):
             element = str(self.signature.get(name, ""))

@@ -33,7 +33,7 @@ def capture(location: str) -> list[dict]:
     def record(self, grid_0, grid_1, grid_2, stream, function, metadata, launch_metadata, enter, exit_,
                *args):
         fn = self.fn
-        names = [n for i, n in enumerate(fn.arg_names) if i not in fn.constexprs]
+        names = self.argument_names(len(args))
         buffers, arguments = [], []
         for name, arg in zip(names, args, strict=True):
             if hasattr(arg, "data_ptr"):

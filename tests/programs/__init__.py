@@ -121,6 +121,22 @@ def method_before_and_after(fix, mod, cls, name: str, battery) -> dict:
     return result
 
 
+def interpreted(codegen, fn, *args) -> dict:
+    """``torch.compile(fn)(*args)`` after a Dynamo reset, its kernels run on the interpreter
+    device of the backend's ``codegen`` module: ``{"result", "launches"}``, or ``{"error"}``
+    (the innermost one) where the compile or a kernel fails."""
+    import torch
+
+    from npu_fixes.tools import interpret
+
+    torch._dynamo.reset()
+    try:
+        with interpret.cpu_device(codegen) as launches:
+            return {"result": torch.compile(fn)(*args), "launches": launches}
+    except Exception as exc:  # noqa: BLE001 - recorded
+        return {"error": innermost(exc)}
+
+
 def with_npu_fixes(name: str, codegen, battery) -> dict:
     """Fix ``name``'s probe (``[defective, detail]``) and ``battery()`` as built (the program
     started with ``NPU_FIXES=0``), then with ``npu_fixes.apply()``: the fix's state,

@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import os
 
-from tests.programs import host_load, innermost, main
+from tests.programs import host_load, innermost, interpreted, main
 
 NAME = "int32-address-wrap"
 WIDE = 2**31 + 64
@@ -50,20 +50,12 @@ def controls(codegen) -> dict:
     """Kernels under 2^31 elements: equal to eager, or the error."""
     import torch
 
-    from npu_fixes.tools import interpret
-
     programs = {"sum": (lambda x: x.sum(), torch.arange(4000.0)),
                 "pointwise": (lambda x: x * 2 + 1, torch.arange(4096.0))}
     out = {}
     for label, (fn, x) in programs.items():
-        torch._dynamo.reset()
-        try:
-            with interpret.cpu_device(codegen):
-                got = torch.compile(fn)(x)
-        except Exception as exc:  # noqa: BLE001 - recorded
-            out[label] = innermost(exc)
-            continue
-        out[label] = bool(torch.equal(got, fn(x)))
+        run = interpreted(codegen, fn, x)
+        out[label] = run["error"] if "error" in run else bool(torch.equal(run["result"], fn(x)))
     return out
 
 

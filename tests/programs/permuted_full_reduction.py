@@ -4,7 +4,7 @@ backend's launcher grid, compared with eager."""
 
 from __future__ import annotations
 
-from tests.programs import host_load, innermost, main, with_npu_fixes
+from tests.programs import host_load, interpreted, main, with_npu_fixes
 
 NAME = "permuted-full-reduction"
 
@@ -29,20 +29,13 @@ def run_all(codegen) -> dict:
     """Each program: equal to eager, or the error."""
     import torch
 
-    from npu_fixes.tools import interpret
-
     out = {}
     for label, (fn, shape) in _programs().items():
-        torch._dynamo.reset()
         torch.manual_seed(0)
         x = torch.randn(shape)
-        try:
-            with interpret.cpu_device(codegen):
-                got = torch.compile(fn)(x)
-        except Exception as exc:  # noqa: BLE001 - recorded
-            out[label] = {"error": innermost(exc)}
-            continue
-        out[label] = {"equal": bool(torch.allclose(got, fn(x), rtol=1e-4, atol=1e-4))}
+        run = interpreted(codegen, fn, x)
+        out[label] = run if "error" in run else {
+            "equal": bool(torch.allclose(run["result"], fn(x), rtol=1e-4, atol=1e-4))}
     return out
 
 

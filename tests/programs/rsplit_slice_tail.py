@@ -4,7 +4,7 @@ interpreter with the backend's launcher grid, compared with eager."""
 
 from __future__ import annotations
 
-from tests.programs import host_load, innermost, main, with_npu_fixes
+from tests.programs import host_load, interpreted, main, with_npu_fixes
 
 NAME = "rsplit-slice-tail"
 N = 2**16
@@ -33,19 +33,12 @@ def run_all(codegen) -> dict:
     """Each program: equal to eager (and the launches' programs), or the error."""
     import torch
 
-    from npu_fixes.tools import interpret
-
     out = {}
     for label, (fn, x) in _programs().items():
-        torch._dynamo.reset()
-        try:
-            with interpret.cpu_device(codegen) as launches:
-                got = torch.compile(fn)(x)
-        except Exception as exc:  # noqa: BLE001 - recorded
-            out[label] = {"error": innermost(exc)}
-            continue
-        out[label] = {"equal": bool(torch.allclose(got, fn(x), rtol=1e-4, atol=1e-3)),
-                      "launches": [[launch.grid[0], launch.busy] for launch in launches]}
+        run = interpreted(codegen, fn, x)
+        out[label] = run if "error" in run else {
+            "equal": bool(torch.allclose(run["result"], fn(x), rtol=1e-4, atol=1e-3)),
+            "launches": [[launch.grid[0], launch.busy] for launch in run["launches"]]}
     return out
 
 
