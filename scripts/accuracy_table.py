@@ -14,8 +14,8 @@ import subprocess
 import sys
 
 #: The accuracy models a seed symptom or a defect beyond the five shows on, on CPU.
-MODELS = ("DistilBertForMaskedLM", "fastNLP_seq_len", "BatchNormTagger", "RunningLossTagger",
-          "PositionGainTagger")
+MODELS = ("DistilBertForMaskedLM", "DistilBertForMaskedLM_4x512", "fastNLP_seq_len", "BatchNormTagger",
+          "RunningLossTagger", "PositionGainTagger", "MaskDropoutTagger")
 
 
 def run(location: str, models: list[str], iterations: int, with_fixes: bool) -> dict[str, str]:
@@ -29,7 +29,9 @@ def run(location: str, models: list[str], iterations: int, with_fixes: bool) -> 
     cells = {}
     for record in json.loads(proc.stdout)["models"]:
         if record["passed"]:
-            cells[record["name"]] = "ok"
+            left_open = sorted({op for graph in record["rng_graphs"] if graph["capture_disabled"] is None
+                                for op in graph["ops"]})
+            cells[record["name"]] = f"ok, but `{', '.join(left_open)}` left to capture" if left_open else "ok"
         elif record["error"]:
             cells[record["name"]] = f"stops: `{record['error'][:60]}`"
         else:

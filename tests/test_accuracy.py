@@ -122,6 +122,60 @@ def test_interpret_shows_rsplit_nested_range_at_model_level(genuine, where, fixe
     assert ("rsplit-nested-range" in record["fixes"]) is (fixes == "all")
 
 
+#: The reason rng-capture-gate gives a graph it keeps out of NPU graph capture, and upstream's.
+OUR_GATE, UPSTREAM_GATE = "(npu_fixes rng-capture-gate)", "has no graph-safe seed/offset ABI"
+
+
+@pytest.mark.parametrize("where, fixes, gate", [
+    ("8bfbb9ed1", "none", None), ("8bfbb9ed1", "all", OUR_GATE), ("95c9094da", "all-but-rng-capture-gate", None),
+    ("5ff81d9c5", "none", UPSTREAM_GATE), ("2.13.0", "none", UPSTREAM_GATE),
+])
+def test_interpret_shows_rng_capture_gate_at_model_level(genuine, where, fixes, gate):
+    """One step of a tagger whose dropout draws its mask with ``bernoulli_`` (DeBERTa's way).
+    Every state lowers the draw as an eager fallback; where rng-capture-gate's defect is, the
+    graph holding it is left to NPU graph capture (which then fails; there is no capture on
+    CPU, so the observable is the graph's ``disable_cudagraphs_reason``), unless npu_fixes
+    marks it; 5ff81d9c5 and the wheel mark it as built. The numbers are right either way."""
+    location = str(genuine(where)) if where in COMMITS else str(wheel_path(where))
+    flag = ["--without-fixes"] if fixes == "none" else []
+    env = {"NPU_FIXES_DISABLE": "rng-capture-gate"} if fixes.startswith("all-but") else None
+    proc = cli("accuracy", "--interpret", "--torch-npu", location, *flag,
+               "--models", "MaskDropoutTagger", "--iterations", "1", "--json", env=env)
+    (record,) = json.loads(proc.stdout)["models"]
+    assert proc.returncode == 0 and record["passed"], proc.stdout + proc.stderr
+    (graph,) = record["rng_graphs"]
+    assert graph["ops"] == ["aten.bernoulli.p"]
+    if gate is None:
+        assert graph["capture_disabled"] is None
+        assert "NPU graph capture would fail: 1 of its graphs call aten.bernoulli.p" in proc.stderr
+    else:
+        assert gate in graph["capture_disabled"] and "capture would fail" not in proc.stderr
+    assert ("rng-capture-gate" in record["fixes"]) is (fixes == "all" and where == "8bfbb9ed1")
+
+
+#: DistilBERT's backward at 4 x 512 tokens where the dual-view fold leaves a look-alike symbol.
+DUALVIEW = "InductorError: AssertionError: Unregistered range symbol: r0_1"
+
+
+@pytest.mark.parametrize("fixes", ["none", "all", "all-but-dualview-fold,range-symbol-canon"])
+def test_interpret_shows_dualview_fold_at_model_level(genuine, fixes):
+    """One step of DistilBERT at the reports' 4 x 512 tokens (one layer, width 32, dropout
+    off) through 8bfbb9ed1: as built its backward stops in codegen with hf_DistilBert's
+    error; with npu_fixes it equals eager. range-symbol-canon, which puts registered symbols
+    into every index, repairs this one too: only with both off does it stop again."""
+    flag = ["--without-fixes"] if fixes == "none" else []
+    env = {"NPU_FIXES_DISABLE": fixes.removeprefix("all-but-")} if fixes.startswith("all-but") else None
+    proc = cli("accuracy", "--interpret", "--torch-npu", str(genuine("8bfbb9ed1")), *flag,
+               "--models", "DistilBertForMaskedLM_4x512", "--iterations", "1", "--json", env=env)
+    (record,) = json.loads(proc.stdout)["models"]
+    if fixes == "all":
+        assert proc.returncode == 0 and record["passed"], proc.stdout + proc.stderr
+        assert record["max_error"] < 1e-3 and "dualview-fold" in record["fixes"]
+    else:
+        assert proc.returncode == 1 and record["error"] == DUALVIEW, proc.stdout + proc.stderr
+        assert "dualview-fold" not in record["fixes"]
+
+
 def test_interpret_shuffled_programs_leave_a_race_free_model_right(genuine):
     """``--shuffle SEED`` runs each launch's programs in a drawn order (the interpreter's own
     test shows the order change): a model whose kernels have no race stays equal to eager."""

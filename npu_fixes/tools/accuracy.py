@@ -16,14 +16,16 @@ accuracy result.
 
 from __future__ import annotations
 
+import contextlib
 import copy
 import dataclasses
 import math
 import os
 import sys
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from typing import Any
+from unittest import mock
 
 from ..shim.fix import one_line
 
@@ -43,6 +45,15 @@ class Failure:
 
 
 @dataclasses.dataclass
+class RngGraph:
+    """A compiled graph that calls Bernoulli ops (dropout masks), and the reason Inductor
+    recorded for keeping it out of device-graph capture (None: it would capture it; on the
+    NPU that capture fails, see rng-capture-gate)."""
+    ops: list[str]
+    capture_disabled: str | None
+
+
+@dataclasses.dataclass
 class ModelResult:
     name: str
     passed: bool
@@ -51,6 +62,7 @@ class ModelResult:
     seconds: float
     failure: Failure | None = None
     error: str | None = None
+    rng_graphs: list[RngGraph] = dataclasses.field(default_factory=list)
 
     @property
     def status(self) -> str:
@@ -181,6 +193,28 @@ def check_setup(device: str, backend: Any) -> None:
                              f"(known: {', '.join([*list_backends(), *debug])})") from None
 
 
+@contextlib.contextmanager
+def recorded_rng_graphs() -> Iterator[list[RngGraph]]:
+    """While open, every graph Inductor lowers that calls a Bernoulli op is recorded (see
+    :class:`RngGraph`), with the reason it holds once lowered."""
+    from torch._inductor.graph import GraphLowering
+
+    from ..fixes.rng_capture_gate import bernoulli_ops
+
+    ops = set(bernoulli_ops())
+    graphs: list[RngGraph] = []
+    compile_to_module = GraphLowering.compile_to_module
+
+    def recorded(self: Any, *args: Any, **kwargs: Any) -> Any:
+        found = sorted({str(node.target) for node in self.module.graph.nodes if node.target in ops})
+        if found:
+            graphs.append(RngGraph(found, self.disable_cudagraphs_reason))
+        return compile_to_module(self, *args, **kwargs)
+
+    with mock.patch.object(GraphLowering, "compile_to_module", recorded):
+        yield graphs
+
+
 def check_model(name: str, device: str, iterations: int, seed: int, backend: str,
                 mode: str | None, on_iteration: Callable[[], None] = lambda: None) -> ModelResult:
     """Train one model eagerly, in fp64 and compiled; compare after every iteration."""
@@ -195,27 +229,30 @@ def check_model(name: str, device: str, iterations: int, seed: int, backend: str
     # One run after the other: each starts from the same RNG state.
     eager = run_iterations(model, inputs, iterations, seed)
     fp64 = run_iterations(model64, inputs64, iterations, seed)
-    compiled = run_iterations(compiled_model, inputs, iterations, seed, step, on_iteration)
+    with recorded_rng_graphs() as rng_graphs:
+        compiled = run_iterations(compiled_model, inputs, iterations, seed, step, on_iteration)
     worst = 0.0
     for i, (ref, ref64, res) in enumerate(zip(eager, fp64, compiled, strict=True), start=1):
         failed, error = compare(ref, res, ref64)
         worst = worse(worst, error)
         if failed is not None:
             bad = tensor_error(ref[failed], res[failed], ref64[failed]) if failed in res else math.inf
-            return ModelResult(name, False, i, worst, time.perf_counter() - start, Failure(i, failed, bad))
-    return ModelResult(name, True, iterations, worst, time.perf_counter() - start)
+            return ModelResult(name, False, i, worst, time.perf_counter() - start, Failure(i, failed, bad),
+                               rng_graphs=rng_graphs)
+    return ModelResult(name, True, iterations, worst, time.perf_counter() - start, rng_graphs=rng_graphs)
 
 
 def checked(name: str, device: str, iterations: int, seed: int, backend: str, mode: str | None,
             on_iteration: Callable[[], None] = lambda: None) -> ModelResult:
     """:func:`check_model`, where a crash is that model's failure (a :class:`SetupError`,
     which is no accuracy result, propagates)."""
+    start = time.perf_counter()
     try:
         return check_model(name, device, iterations, seed, backend, mode, on_iteration)
     except SetupError:
         raise
     except Exception as exc:  # noqa: BLE001 - one model's crash is that model's failure
-        return ModelResult(name, False, 0, float("nan"), 0.0, error=one_line(exc))
+        return ModelResult(name, False, 0, float("nan"), time.perf_counter() - start, error=one_line(exc))
 
 
 def failure_text(result: ModelResult) -> str:
@@ -226,6 +263,18 @@ def failure_text(result: ModelResult) -> str:
         f = result.failure
         return f" (iteration {f.iteration}: {f.tensor}, max abs error {f.max_error:.3g})"
     return ""
+
+
+def capture_text(result: ModelResult) -> str:
+    """`` (...)`` where graphs that call Bernoulli ops are left to NPU graph capture, which
+    fails on them ("Cannot call NPUGeneratorImpl::philox_engine_inputs during NPU graph
+    capture" with ``mode="reduce-overhead"``); else empty."""
+    open_graphs = [g for g in result.rng_graphs if g.capture_disabled is None]
+    if not open_graphs:
+        return ""
+    ops = sorted({op for g in open_graphs for op in g.ops})
+    return (f" (NPU graph capture would fail: {len(open_graphs)} of its graphs call {', '.join(ops)} "
+            "as an eager fallback and are not kept out of capture)")
 
 
 def json_number(value: float) -> float | str:
@@ -331,8 +380,8 @@ def run_interpreted(models: list[str], location: str, iterations: int, seed: int
         with interpret.cpu_device(codegen, None if shuffle is None else random.Random(shuffle)):
             result = checked(name, "cpu", iterations, seed, "inductor", None)
         results.append(result)
-        print(f"[{index}/{len(models)}] {name}: {result.status}{failure_text(result)} "
-              f"({result.seconds:.1f} s)", file=sys.stderr, flush=True)
+        print(f"[{index}/{len(models)}] {name}: {result.status}{failure_text(result)}"
+              f"{capture_text(result)} ({result.seconds:.1f} s)", file=sys.stderr, flush=True)
     return results, applied
 
 

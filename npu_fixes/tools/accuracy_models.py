@@ -229,6 +229,53 @@ def _running_loss_tagger(device: Any, seed: int) -> tuple[Any, dict[str, Any]]:
     return RunningLossTagger().to(device), _tagging(device, seed, tags)
 
 
+def _mask_dropout_tagger(device: Any, seed: int) -> tuple[Any, dict[str, Any]]:
+    """A tagger whose dropout draws its keep-mask in place with ``bernoulli_``, as the
+    DeBERTa models of the reports did (the TorchBench-era ``transformers`` one), rather than
+    through ``nn.Dropout``."""
+    import torch
+    from torch import nn
+
+    torch.manual_seed(seed)
+    hidden, tags, drop = 16, 8, 0.1
+
+    class MaskDropoutTagger(nn.Module):
+        def __init__(self) -> None:
+            super().__init__()
+            self.embed = nn.Embedding(VOCAB, hidden)
+            self.proj = nn.Linear(hidden, hidden)
+            self.tagger = nn.Linear(hidden, tags)
+
+        def forward(self, words: Any, target: Any) -> dict:
+            h = self.proj(self.embed(words)).tanh()
+            if self.training:
+                keep = torch.empty_like(h).bernoulli_(1 - drop)
+                h = h * keep / (1 - drop)
+            logits = self.tagger(h)
+            return {"loss": nn.functional.cross_entropy(logits.reshape(-1, tags), target.reshape(-1)),
+                    "logits": logits}
+
+    return MaskDropoutTagger().to(device), _tagging(device, seed, tags)
+
+
+def _distilbert_long(device: Any, seed: int) -> tuple[Any, dict[str, Any]]:
+    """DistilBERT masked-LM (one layer, width 32, dropout off) over 4 sentences of 512
+    tokens: the reports' batch and sequence shape, at which the backward sums over the batch
+    and the sequence as two views of one reduction."""
+    import torch
+    import transformers
+
+    torch.manual_seed(seed)
+    batch, seq = 4, 512
+    cfg = transformers.DistilBertConfig(vocab_size=VOCAB, dim=32, n_layers=1, n_heads=2, hidden_dim=64,
+                                        max_position_embeddings=seq, dropout=0.0, attention_dropout=0.0)
+    model = transformers.DistilBertForMaskedLM(cfg).to(device)
+    gen = torch.Generator(device=device).manual_seed(seed)
+    ids = torch.randint(5, VOCAB, (batch, seq), device=device, generator=gen)
+    inputs = {"input_ids": ids, "attention_mask": torch.ones_like(ids), "labels": _mlm_labels(ids, gen)}
+    return _adapted(model, ("logits",)), inputs
+
+
 #: Model name -> builder ``(device, seed) -> (model, inputs)``, in the reports' order.
 MODELS: dict[str, Callable[[Any, int], tuple[Any, dict[str, Any]]]] = {
     "BERT_pytorch": _bert_pytorch,
@@ -256,6 +303,8 @@ MODELS: dict[str, Callable[[Any, int], tuple[Any, dict[str, Any]]]] = {
     "BatchNormTagger": _batchnorm_tagger,
     "PositionGainTagger": _position_gain_tagger,
     "RunningLossTagger": _running_loss_tagger,
+    "MaskDropoutTagger": _mask_dropout_tagger,
+    "DistilBertForMaskedLM_4x512": _distilbert_long,
     "RobertaForQuestionAnswering": _hf("RobertaConfig", "RobertaForQuestionAnswering", "qa",
                                        **{**_SMALL, "max_position_embeddings": SEQ + 4}),
 }

@@ -169,8 +169,10 @@ def cmd_accuracy(args: argparse.Namespace) -> int:
                 record["fixes"] = fixes
         print(json.dumps(run | {"models": records}, indent=2, allow_nan=False))
     else:
+        on_npu = args.interpret or args.device.startswith("npu")
         for r in results:
-            print(f"{r.name}: {r.status}{accuracy.failure_text(r)}")
+            capture = accuracy.capture_text(r) if on_npu else ""
+            print(f"{r.name}: {r.status}{accuracy.failure_text(r)}{capture}")
         print()
         rows = [(r.name, r.status, str(r.iterations), f"{r.max_error:.3g}", f"{r.seconds:.1f}")
                 for r in results]

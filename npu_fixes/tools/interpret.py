@@ -11,8 +11,11 @@ shuffle them). Autotuning keeps the first config (no device timer).
 Stand-ins this needs, each a gap between CPU and NPU: the triton-ascend language modules
 (``tl.extra.cann``: libdevice mapped to ``tl.math`` or numpy, ``extract_slice`` as numpy slicing), the
 3.2-era ``AttrsDescriptor`` the split reduction's combine kernel is described with, its
-``MLIRCompilationError``, a driver-free Triton hash and no GPU driver to select, and the
-launcher built for triton-ascend 3.2.x's layout (what our users have).
+``MLIRCompilationError``, a driver-free Triton hash and no GPU driver to select, the
+launcher built for triton-ascend 3.2.x's layout (what our users have), and the "cpu"
+device's processor count reported as the NPU's vector core count, as torch_npu reports it
+for its device (Inductor's reduction hints and splits depend on it: with this machine's
+few cores, real widths never get the OUTER hint).
 """
 
 from __future__ import annotations
@@ -416,6 +419,15 @@ def cpu_device(codegen: types.ModuleType, order: random.Random | None = None) ->
     def first_config(self: Any, *args: Any, **kwargs: Any) -> dict:
         return {launcher: float(i) for i, launcher in enumerate(self.launchers)}
 
+    from torch._inductor.runtime.hints import DeviceProperties
+
+    cores = importlib.import_module(package + ".device_props").get_npu_vector_core_count()
+    create = DeviceProperties.create
+
+    def npu_sized(cls: Any, device: Any) -> Any:
+        props = create(device)
+        return props._replace(multi_processor_count=cores) if device.type == "cpu" else props
+
     languages = language_modules()
     torch_npu_c = types.SimpleNamespace(_empty_strided_npu=_npu_allocation)  # bound by the wrapper
     patches = [
@@ -429,6 +441,7 @@ def cpu_device(codegen: types.ModuleType, order: random.Random | None = None) ->
         mock.patch("torch._inductor.runtime.triton_helpers.set_driver_to_gpu", lambda: None),
         mock.patch("torch._inductor.utils.triton_version_uses_attrs_dict", lambda: False),
         mock.patch.object(heuristics.NPUCachingAutotuner, "benchmark_all_configs", first_config),
+        mock.patch.object(DeviceProperties, "create", classmethod(npu_sized)),
         inductor_config.patch(cpu_backend="triton", compile_threads=1, force_disable_caches=True),
     ]
     helpers = sys.modules.get(package + ".npu_triton_helpers")
