@@ -65,6 +65,9 @@ BEYOND: dict[str, frozenset[str]] = {
     "int32-address-wrap": frozenset(DEFECTS),
     "expand-reload-recursion": frozenset(DEFECTS),
     "permuted-full-reduction": frozenset({"f8802037a", "5ff81d9c5", "bafc50684"}),
+    # with a Triton of the 3.6 generation, as this suite runs (stock Triton 3.6.0)
+    "triton36-launcher": frozenset(DEFECTS),
+    "triton36-combine-attrs": frozenset(DEFECTS),
     # fixed nowhere, the published wheels included (``UNFIXED``)
     "rsplit-nested-range": frozenset(DEFECTS),
     "rsplit-epilogue": frozenset(DEFECTS),

@@ -40,6 +40,8 @@ MODULES = (
     "int32_address_wrap",
     "expand_reload_recursion",
     "permuted_full_reduction",
+    "triton36_launcher",
+    "triton36_combine_attrs",
     "rsplit_nested_range",
     "rsplit_epilogue",
     "rsplit_slice_tail",

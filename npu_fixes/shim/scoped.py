@@ -9,6 +9,7 @@ callers see. Nothing global is touched.
 
 from __future__ import annotations
 
+import builtins
 import types
 from collections.abc import Mapping
 from typing import Any
@@ -65,3 +66,18 @@ def code_globals(wrapped: Any, fallback: dict[str, Any]) -> dict[str, Any]:
     func = getattr(wrapped, "__func__", wrapped)
     namespace = getattr(func, "__globals__", None)
     return namespace if isinstance(namespace, dict) else fallback
+
+
+def importing(module_name: str, **overrides: Any) -> dict[str, Any]:
+    """Builtins for :func:`with_globals` (``{"__builtins__": importing(...)}``) under which
+    ``from MODULE_NAME import NAME`` in the copy's body gets ``overrides[NAME]`` in place of
+    the module's ``NAME`` (present or not); every other import is the usual one."""
+
+    def import_(name: str, namespace: Any = None, local: Any = None, fromlist: Any = (),
+                level: int = 0) -> Any:
+        module = builtins.__import__(name, namespace, local, fromlist, level)
+        if name == module_name and level == 0 and fromlist and any(n in overrides for n in fromlist):
+            return ScopedAttributes(module, **overrides)
+        return module
+
+    return {**vars(builtins), "__import__": import_}

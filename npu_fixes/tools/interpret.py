@@ -193,10 +193,9 @@ def _float_scalar(value: float, element: str) -> Any:
 
 
 class InterpretedBinary:
-    """What ``triton.compile`` returns here: the launcher's ``run`` interprets the kernel."""
-
-    launch_enter_hook = None
-    launch_exit_hook = None
+    """What ``triton.compile`` returns here: the launcher's ``run`` interprets the kernel.
+    Like the compiled kernel of a Triton of the 3.6 generation, its class has no launch
+    hooks (they are in ``triton.knobs.runtime``); :class:`InterpretedBinary32` has them."""
 
     def __init__(self, src: Any, launches: list[Launch], order: random.Random | None) -> None:
         self.src = src
@@ -247,6 +246,14 @@ class InterpretedBinary:
         launch = Launch(fn.__name__, grid, tuple(names), constants, source=getattr(fn, "src", ""))
         self._launches.append(launch)
         launch.busy = interpret(fn.fn, grid, kwargs, self._order)
+
+
+class InterpretedBinary32(InterpretedBinary):
+    """:class:`InterpretedBinary` as triton-ascend 3.2.x compiles it: the launch hooks are
+    attributes of its class (none set)."""
+
+    launch_enter_hook = None
+    launch_exit_hook = None
 
 
 def _any_block_shape() -> list[Any]:
@@ -399,10 +406,16 @@ def activate(codegen: types.ModuleType) -> None:
 
 
 @contextlib.contextmanager
-def cpu_device(codegen: types.ModuleType, order: random.Random | None = None) -> Iterator[list[Launch]]:
+def cpu_device(codegen: types.ModuleType, order: random.Random | None = None,
+               runtime: str = "3.2") -> Iterator[list[Launch]]:
     """While open, ``torch.compile`` on CPU tensors runs through the activated backend of
     ``codegen`` (see :func:`activate`) and its kernels run in the interpreter; yields the
-    list the launches are recorded in."""
+    list the launches are recorded in. ``runtime`` is the triton-ascend generation the
+    launchers are built for: "3.2" (what the self-builds were made for: hooks on the kernel
+    class, ``AttrsDescriptor``, constexprs out of the launcher's arguments) or "3.6" (this
+    machine's Triton as it is: hooks in ``triton.knobs``, no ``AttrsDescriptor``)."""
+    if runtime not in ("3.2", "3.6"):
+        raise ValueError(f"runtime {runtime!r}: the launchers are built for triton-ascend 3.2 or 3.6")
     import torch
     import torch._inductor.config as inductor_config
     import triton
@@ -413,8 +426,10 @@ def cpu_device(codegen: types.ModuleType, order: random.Random | None = None) ->
     heuristics = importlib.import_module(package + ".npu_triton_heuristics")
     launches: list[Launch] = []
 
+    binary = InterpretedBinary32 if runtime == "3.2" else InterpretedBinary
+
     def compile_(src: Any, *args: Any, **kwargs: Any) -> InterpretedBinary:
-        return InterpretedBinary(src, launches, order)
+        return binary(src, launches, order)
 
     def first_config(self: Any, *args: Any, **kwargs: Any) -> dict:
         return {launcher: float(i) for i, launcher in enumerate(self.launchers)}
@@ -434,16 +449,17 @@ def cpu_device(codegen: types.ModuleType, order: random.Random | None = None) ->
         _modules(languages),
         mock.patch.object(triton.language.extra, "cann", languages[_CANN], create=True),
         mock.patch.object(sys.modules["torch_npu"], "_C", torch_npu_c, create=True),
-        mock.patch.object(triton_compiler, "AttrsDescriptor", AttrsDescriptor, create=True),
         mock.patch.object(triton_errors, "MLIRCompilationError", MLIRCompilationError, create=True),
         mock.patch.object(triton, "compile", compile_),
         mock.patch("torch.utils._triton.triton_hash_with_backend", lambda: "host"),
         mock.patch("torch._inductor.runtime.triton_helpers.set_driver_to_gpu", lambda: None),
-        mock.patch("torch._inductor.utils.triton_version_uses_attrs_dict", lambda: False),
         mock.patch.object(heuristics.NPUCachingAutotuner, "benchmark_all_configs", first_config),
         mock.patch.object(DeviceProperties, "create", classmethod(npu_sized)),
         inductor_config.patch(cpu_backend="triton", compile_threads=1, force_disable_caches=True),
     ]
+    if runtime == "3.2":
+        patches += [mock.patch.object(triton_compiler, "AttrsDescriptor", AttrsDescriptor, create=True),
+                    mock.patch("torch._inductor.utils.triton_version_uses_attrs_dict", lambda: False)]
     helpers = sys.modules.get(package + ".npu_triton_helpers")
     if hasattr(helpers, "libdevice"):  # loaded before: kernels import its libdevice
         patches.append(mock.patch.object(helpers, "libdevice", languages[_CANN].libdevice))

@@ -4,7 +4,7 @@ Each rank holds a contiguous slice of the logits' vocabulary (even and uneven sl
 global targets. CPU: ranks of a gloo group, the Triton kernels in Triton's interpreter (one and
 several chunks per row) and the PyTorch path. GPU (marked ``gpu``): 2 ranks over NCCL with the
 default block sizes. One spawned group runs many cases; a failing case raises in its worker
-with its label, and ``torch.multiprocessing.spawn`` re-raises it here.
+with its label, and ``torch.multiprocessing`` re-raises it here.
 """
 
 from __future__ import annotations
@@ -34,8 +34,14 @@ def _free_port() -> int:
         return s.getsockname()[1]
 
 
+#: Ranks are forked from a server that imported this module (torch, Triton, the kernels) once
+#: per test process, rather than each being a fresh interpreter that imports them again.
+mp.get_context("forkserver").set_forkserver_preload([__name__])
+
+
 def _spawn(worker, world: int, *args) -> None:  # noqa: ANN001
-    mp.spawn(worker, args=(world, _free_port(), *args), nprocs=world, join=True)
+    mp.start_processes(worker, args=(world, _free_port(), *args), nprocs=world, join=True,
+                       start_method="forkserver")
 
 
 def _init(backend: str, rank: int, world: int, port: int) -> None:

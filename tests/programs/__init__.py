@@ -121,17 +121,18 @@ def method_before_and_after(fix, mod, cls, name: str, battery) -> dict:
     return result
 
 
-def interpreted(codegen, fn, *args) -> dict:
+def interpreted(codegen, fn, *args, runtime: str = "3.2") -> dict:
     """``torch.compile(fn)(*args)`` after a Dynamo reset, its kernels run on the interpreter
-    device of the backend's ``codegen`` module: ``{"result", "launches"}``, or ``{"error"}``
-    (the innermost one) where the compile or a kernel fails."""
+    device of the backend's ``codegen`` module (launchers built for triton-ascend
+    ``runtime``): ``{"result", "launches"}``, or ``{"error"}`` (the innermost one) where the
+    compile or a kernel fails."""
     import torch
 
     from npu_fixes.tools import interpret
 
     torch._dynamo.reset()
     try:
-        with interpret.cpu_device(codegen) as launches:
+        with interpret.cpu_device(codegen, runtime=runtime) as launches:
             return {"result": torch.compile(fn)(*args), "launches": launches}
     except Exception as exc:  # noqa: BLE001 - recorded
         return {"error": innermost(exc)}

@@ -1,0 +1,150 @@
+"""triton36-launcher: kernel launchers that a triton-ascend 3.6 runtime can call.
+
+- **Defect**: ``make_launcher`` reads the launch hooks from the compiled kernel's class
+  (``binary.__class__.launch_enter_hook``), where triton-ascend 3.2.x keeps them; from 3.6
+  on they live in ``triton.knobs.runtime``, and every launcher build fails with
+  ``AttributeError: type object 'CompiledKernel' has no attribute 'launch_enter_hook'``.
+  Past that, torch's ``triton_version_uses_attrs_dict()`` is true with such a Triton, and
+  the branch it selects keeps the config's constexprs (``XBLOCK``, ``R0_BLOCK``) among the
+  launcher's parameters and the arguments handed to the runner: the generated wrapper never
+  passes them (``launcher() missing 1 required positional argument: 'XBLOCK'``).
+- **Where**: ``npu_triton_heuristics.NPUTritonCompileResult.make_launcher``.
+- **Affected**: every public commit paired with a Triton of the 3.6 generation
+  (``triton.knobs`` present, no ``AttrsDescriptor``; stock Triton 3.6 is one). Probe: the
+  live ``make_launcher`` on a stand-in kernel whose class has no hooks, as 3.6's has none,
+  under the installed Triton. With triton-ascend 3.2.x (what the self-builds were made
+  for) the probe finds nothing and nothing is changed.
+- **Fix**: while ``make_launcher`` runs, the kernel's class answers the two hooks with
+  ``triton.knobs.runtime``'s where it lacks them (set for the call only), and the function
+  runs as a scoped copy that reads ``triton_version_uses_attrs_dict()`` as false (nothing
+  global changes): it takes the branch that leaves every constexpr out, so the launcher
+  takes and passes the runtime arguments only, the hooks it passes are the knobs', as the
+  published wheel builds it for 3.6. The rsplit combine kernel, which imports
+  ``AttrsDescriptor`` at codegen, is not covered (``rsplit_outer=False`` avoids it).
+- **Upstream**: fixed in the published torch-npu 2.13.0 wheel; remove once unsupported.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import inspect
+import threading
+import types
+from collections.abc import Callable, Iterator
+from typing import Any
+
+from ..shim.fix import Fix, Probe, one_line
+from ..shim.patcher import Patcher
+from ..shim.scoped import importing, with_globals
+from .scalar_reduction_grid import TARGET, _unbind, reduction_kernel
+
+HOOKS = ("launch_enter_hook", "launch_exit_hook")
+#: Where ``make_launcher`` imports the Triton-generation switch from, and its name.
+SWITCH_MODULE, SWITCH = "torch._inductor.utils", "triton_version_uses_attrs_dict"
+#: Held while a kernel class carries the hooks we lent it.
+_LENDING = threading.RLock()
+
+
+def knobs_generation() -> bool:
+    """Whether the installed Triton is of the 3.6 generation: launch hooks in
+    ``triton.knobs.runtime`` and no ``AttrsDescriptor`` (3.2.x has the class, no knobs)."""
+    try:
+        from triton import knobs
+    except ImportError:
+        return False
+    import triton.backends.compiler as backends
+    import triton.compiler.compiler as compiler
+
+    return hasattr(knobs, "runtime") and not any(hasattr(m, "AttrsDescriptor") for m in (backends, compiler))
+
+
+#: The builtins of the scoped copy: its import of the switch answers False.
+_BUILTINS = importing(SWITCH_MODULE, **{SWITCH: lambda: False})
+
+
+@contextlib.contextmanager
+def hooks_from_knobs(cls: type) -> Iterator[None]:
+    """While open, ``cls`` has the two launch hooks of ``triton.knobs.runtime`` where it
+    lacks them (deleted again at the end)."""
+    from triton import knobs
+
+    with _LENDING:
+        lent = [hook for hook in HOOKS if not hasattr(cls, hook)]
+        for hook in lent:
+            setattr(cls, hook, getattr(knobs.runtime, hook))
+        try:
+            yield
+        finally:
+            for hook in lent:
+                delattr(cls, hook)
+
+
+def build_launcher(wrapped: Callable[..., Any], instance: Any, args: tuple, kwargs: dict) -> Any:
+    """wrapt wrapper of ``make_launcher``: build the launcher as for a 3.6 runtime (see the
+    module docstring)."""
+    function, owner = _unbind(wrapped)
+    scoped = with_globals(function, {"__builtins__": _BUILTINS})
+    with hooks_from_knobs(type(instance.kernel)):
+        return scoped.__get__(owner, type(owner))(*args, **kwargs)
+
+
+class _Runner:
+    def launch(self, *args: Any) -> None:
+        pass
+
+
+class _HooklessBinary(types.SimpleNamespace):
+    """A stand-in compiled kernel whose class has no launch hooks, like 3.6's."""
+
+
+def launcher_parameters(module: types.ModuleType, hooks_on_class: bool = False) -> list[str]:
+    """The parameters of the launcher the live ``make_launcher`` (wrappers included) builds
+    for a stand-in reduction kernel (``XBLOCK``/``R0_BLOCK`` constexpr) whose class has no
+    launch hooks, as 3.6's, or, with ``hooks_on_class``, has them, as 3.2.x's."""
+    from triton import Config
+
+    consts = {"XBLOCK": 1, "R0_BLOCK": 64}
+    compile_meta = {
+        "constants": dict(consts),
+        "signature": {"in_ptr0": "*fp32", "out_ptr0": "*fp32", "xnumel": "i32", "r0_numel": "i32",
+                      "XBLOCK": "constexpr", "R0_BLOCK": "constexpr"},
+    }
+    binary = reduction_kernel(_Runner())
+    if not hooks_on_class:
+        binary = _HooklessBinary(**vars(binary))
+    meta = {"grid_type": "Grid1D"}
+    result = module.NPUTritonCompileResult(binary, Config(dict(consts)), compile_meta, meta)
+    return list(inspect.signature(result.make_launcher()).parameters)
+
+
+def probe(module: types.ModuleType) -> Probe:
+    """Under a Triton of the 3.6 generation, build a launcher for a kernel whose class has
+    no launch hooks: does it build, and does it leave the constexprs out?"""
+    import triton
+
+    if not knobs_generation():
+        return Probe(False, f"triton {triton.__version__}: launch hooks on the kernel class "
+                            "(the 3.2 generation the launcher reads them from)")
+    seen = f"triton {triton.__version__} (hooks in triton.knobs): launcher for a kernel with XBLOCK"
+    try:
+        params = launcher_parameters(module)
+    except AttributeError as exc:
+        return Probe(True, f"{seen} not built: {one_line(exc)}")
+    kept = [name for name in ("XBLOCK", "R0_BLOCK") if name in params]
+    if kept:
+        return Probe(True, f"{seen} takes {', '.join(kept)}, which its caller never passes")
+    return Probe(False, f"{seen} takes the runtime arguments only")
+
+
+def install(module: types.ModuleType, patcher: Patcher) -> None:
+    patcher.wrap_path(module, TARGET, build_launcher)
+
+
+FIX = Fix(
+    name="triton36-launcher",
+    module="torch_npu._inductor.triton_experimental.npu_triton_heuristics",
+    targets=(TARGET,),
+    probe=probe,
+    install=install,
+    signatures={TARGET: ()},
+)
