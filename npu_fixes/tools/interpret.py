@@ -12,7 +12,8 @@ Stand-ins this needs, each a gap between CPU and NPU: the triton-ascend language
 (``tl.extra.cann``: libdevice mapped to ``tl.math`` or numpy, ``extract_slice`` as numpy slicing), the
 3.2-era ``AttrsDescriptor`` the split reduction's combine kernel is described with, its
 ``MLIRCompilationError``, a driver-free Triton hash and no GPU driver to select, the
-launcher built for triton-ascend 3.2.x's layout (what our users have), and the "cpu"
+launcher built for triton-ascend 3.2.x's layout (what our users have; ``runtime="3.6"``
+builds it for this machine's Triton as it is instead), and the "cpu"
 device's processor count reported as the NPU's vector core count, as torch_npu reports it
 for its device (Inductor's reduction hints and splits depend on it: with this machine's
 few cores, real widths never get the OUTER hint).
