@@ -153,6 +153,26 @@ def test_interpret_shows_rng_capture_gate_at_model_level(genuine, where, fixes, 
     assert ("rng-capture-gate" in record["fixes"]) is (fixes == "all" and where == "8bfbb9ed1")
 
 
+@pytest.mark.parametrize("where, fixes, passed", [
+    ("bafc50684", "none", False), ("bafc50684", "all", True), ("bafc50684", "all-but-min2-propagate-nan", False),
+    ("2.13.0", "none", True),
+])
+def test_interpret_shows_min2_propagate_nan_at_model_level(genuine, where, fixes, passed):
+    """One step of a classifier that pools by ``amin`` and ``amax``: at every public commit
+    the ``amin`` kernel does not build (the backend's ``min2`` helper passes ``tl.min`` a
+    keyword it lacks); with npu_fixes, and in the wheel as built, it equals eager."""
+    location = str(genuine(where)) if where in COMMITS else str(wheel_path(where))
+    flag = ["--without-fixes"] if fixes == "none" else []
+    env = {"NPU_FIXES_DISABLE": "min2-propagate-nan"} if fixes.startswith("all-but") else None
+    proc = cli("accuracy", "--interpret", "--torch-npu", location, *flag,
+               "--models", "MinPoolClassifier", "--iterations", "1", "--json", env=env)
+    (record,) = json.loads(proc.stdout)["models"]
+    assert proc.returncode == (0 if passed else 1) and record["passed"] is passed, proc.stdout + proc.stderr
+    if not passed:
+        assert "min() got an unexpected keyword argument" in record["error"] and "propagate_nan" in record["error"]
+    assert ("min2-propagate-nan" in record["fixes"]) is (fixes == "all")
+
+
 #: DistilBERT's backward at 4 x 512 tokens where the dual-view fold leaves a look-alike symbol.
 DUALVIEW = "InductorError: AssertionError: Unregistered range symbol: r0_1"
 

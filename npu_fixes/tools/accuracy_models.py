@@ -258,6 +258,31 @@ def _mask_dropout_tagger(device: Any, seed: int) -> tuple[Any, dict[str, Any]]:
     return MaskDropoutTagger().to(device), _tagging(device, seed, tags)
 
 
+def _min_pool_classifier(device: Any, seed: int) -> tuple[Any, dict[str, Any]]:
+    """A sentence classifier that pools its words' features by their minimum and maximum
+    (an ``amin`` and an ``amax`` reduction over the sentence), trained to one-hot targets
+    by squared error."""
+    import torch
+    from torch import nn
+
+    torch.manual_seed(seed)
+    hidden, classes = 16, 4
+
+    class MinPoolClassifier(nn.Module):
+        def __init__(self) -> None:
+            super().__init__()
+            self.embed = nn.Embedding(VOCAB, hidden)
+            self.head = nn.Linear(2 * hidden, classes)
+
+        def forward(self, words: Any, target: Any) -> dict:
+            h = self.embed(words)
+            logits = self.head(torch.cat([h.amin(1), h.amax(1)], dim=-1))
+            wanted = nn.functional.one_hot(target[:, 0], classes).to(logits.dtype)
+            return {"loss": nn.functional.mse_loss(logits, wanted), "logits": logits}
+
+    return MinPoolClassifier().to(device), _tagging(device, seed, classes)
+
+
 def _distilbert_long(device: Any, seed: int) -> tuple[Any, dict[str, Any]]:
     """DistilBERT masked-LM (one layer, width 32, dropout off) over 4 sentences of 512
     tokens: the reports' batch and sequence shape, at which the backward sums over the batch
@@ -304,6 +329,7 @@ MODELS: dict[str, Callable[[Any, int], tuple[Any, dict[str, Any]]]] = {
     "PositionGainTagger": _position_gain_tagger,
     "RunningLossTagger": _running_loss_tagger,
     "MaskDropoutTagger": _mask_dropout_tagger,
+    "MinPoolClassifier": _min_pool_classifier,
     "DistilBertForMaskedLM_4x512": _distilbert_long,
     "RobertaForQuestionAnswering": _hf("RobertaConfig", "RobertaForQuestionAnswering", "qa",
                                        **{**_SMALL, "max_position_embeddings": SEQ + 4}),
