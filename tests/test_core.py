@@ -471,3 +471,40 @@ def test_two_fixes_wrapping_one_target_both_apply_and_undo(make_module):
     assert len(reg.patcher) == 2
     reg.undo()
     assert mod.decide is broken and original is not broken
+
+
+def test_call_rebound_reads_the_overrides_through_wrapt_layers(caplog):
+    """A wrapper's bound method runs as a copy reading the overrides, below a wrapt layer of
+    someone else too; what cannot be rebuilt runs unchanged, with a warning."""
+    import functools
+
+    import wrapt
+
+    from npu_fixes.shim.scoped import call_rebound
+
+    class Kernel:
+        def build(self, x):
+            return (LIMIT, x)  # noqa: F821 - a global of the copy
+
+    seen = []
+
+    def ours(wrapped, instance, args, kwargs):
+        seen.append(call_rebound("demo", wrapped, {"LIMIT": 7}, args, kwargs))
+        return seen[-1]
+
+    def theirs(wrapped, instance, args, kwargs):
+        return wrapped(*args, **kwargs)
+
+    wrapt.wrap_function_wrapper(Kernel, "build", theirs)
+    wrapt.wrap_function_wrapper(Kernel, "build", ours)
+    assert Kernel().build(3) == (7, 3) and seen == [(7, 3)]
+
+    class Other:
+        @functools.lru_cache  # noqa: B019 - a builtin wrapper with_globals cannot rebuild
+        def build(self, x):
+            return x
+
+    wrapt.wrap_function_wrapper(Other, "build", ours)
+    with caplog.at_level(logging.WARNING, logger="npu_fixes"):
+        assert Other().build(4) == 4
+    assert "npu_fixes: demo:" in caplog.text and "ran unchanged" in caplog.text

@@ -40,7 +40,7 @@ from typing import Any
 
 from ..shim.fix import Fix, Probe
 from ..shim.patcher import Patcher
-from ..shim.scoped import ScopedAttributes, scoped_method, with_globals
+from ..shim.scoped import ScopedAttributes, scoped_method, unbind, with_globals
 
 CONFIG_FN = "npu_triton_config"
 PRECOMPILE = "NPUCachingAutotuner._precompile_config"
@@ -116,18 +116,10 @@ def hash_configs(configs: Iterable[Any]) -> str:
 # -- the wrappers ------------------------------------------------------------------------
 
 
-def _unbind(wrapped: Any) -> tuple[Any, Any]:
-    """``(function, instance)`` of the bound method wrapt hands a wrapper: a plain bound
-    method, or a wrapt-bound wrapper of someone else stacked below ours (kept as a whole)."""
-    if type(wrapped) is types.MethodType:  # not isinstance: a wrapt proxy passes for its target
-        return wrapped.__func__, wrapped.__self__
-    return wrapped._self_parent, wrapped._self_instance
-
-
 def _call_rebound(wrapped: Any, overrides: Callable[[dict], dict], args: tuple, kwargs: dict) -> Any:
     """Call the bound method ``wrapped`` as a private copy whose body reads
     ``overrides(its globals)`` in place of those globals; unchanged if it cannot be copied."""
-    function, owner = _unbind(wrapped)
+    function, owner = unbind(wrapped)
     try:
         copy = with_globals(function, overrides(function.__globals__))
     except (TypeError, KeyError, AttributeError) as exc:

@@ -23,22 +23,19 @@
 from __future__ import annotations
 
 import inspect
-import logging
 import types
 from collections.abc import Callable, Mapping
 from typing import Any
 
 from ..shim.fix import Fix, Probe
 from ..shim.patcher import Patcher
-from ..shim.scoped import with_globals
+from ..shim.scoped import call_rebound, with_globals
 
 TARGET = "NPUTritonCompileResult.make_launcher"
 CORE_COUNT = "get_npu_vector_core_count"  # the module global make_launcher reads
 NODES_KEY = "npu_num_x_nodes"
 PARTIAL_KEY = "npu_rsplit_partial"
 PROBE_CORES = 48
-
-logger = logging.getLogger("npu_fixes")
 
 
 def launches_one_program(inductor_meta: Mapping[str, Any], arg_names: list[str]) -> bool:
@@ -64,14 +61,6 @@ def _one_core() -> int:
     return 1
 
 
-def _unbind(wrapped: Any) -> tuple[Any, Any]:
-    """``(function, instance)`` of the bound method wrapt hands a wrapper: a plain bound
-    method, or a wrapt-bound wrapper of someone else stacked below ours (kept as a whole)."""
-    if type(wrapped) is types.MethodType:  # not isinstance: a wrapt proxy passes for its target
-        return wrapped.__func__, wrapped.__self__
-    return wrapped._self_parent, wrapped._self_instance
-
-
 def kernel_arg_names(result: Any) -> list[str]:
     """The compiled kernel's argument names (none where the binary does not say)."""
     fn = getattr(getattr(result.kernel, "src", None), "fn", None)
@@ -83,13 +72,7 @@ def build_launcher(wrapped: Callable[..., Any], instance: Any, args: tuple, kwar
     with a core count of 1; any other kernel's launcher is built unchanged."""
     if not launches_one_program(instance.inductor_meta, kernel_arg_names(instance)):
         return wrapped(*args, **kwargs)
-    function, owner = _unbind(wrapped)
-    try:
-        one_core = with_globals(function, {CORE_COUNT: _one_core})
-    except TypeError as exc:  # a wrapper below ours that cannot be rebuilt: leave it be
-        logger.warning("npu_fixes: scalar-reduction-grid: %s; launcher built unchanged", exc)
-        return wrapped(*args, **kwargs)
-    return one_core.__get__(owner, type(owner))(*args, **kwargs)
+    return call_rebound("scalar-reduction-grid", wrapped, {CORE_COUNT: _one_core}, args, kwargs)
 
 
 class _Runner:

@@ -25,8 +25,7 @@ from typing import Any
 
 from ..shim.fix import Fix, Probe, one_line
 from ..shim.patcher import Patcher
-from ..shim.scoped import importing, scoped_method, with_globals
-from .scalar_reduction_grid import _unbind
+from ..shim.scoped import call_rebound, importing, scoped_method
 from .triton36_launcher import knobs_generation
 
 TARGET = "NPUTritonScheduling._npu_emit_rsplit_combine"
@@ -50,8 +49,7 @@ _BUILTINS = importing(SOURCE, AttrsDescriptor=ConfigAttrs)
 
 def build_combine(wrapped: Callable[..., Any], instance: Any, args: tuple, kwargs: dict) -> Any:
     """wrapt wrapper of ``_npu_emit_rsplit_combine``: run it with :class:`ConfigAttrs`."""
-    function, owner = _unbind(wrapped)
-    return with_globals(function, {"__builtins__": _BUILTINS}).__get__(owner, type(owner))(*args, **kwargs)
+    return call_rebound("triton36-combine-attrs", wrapped, {"__builtins__": _BUILTINS}, args, kwargs)
 
 
 class _Reached(Exception):

@@ -35,8 +35,8 @@ from typing import Any
 
 from ..shim.fix import Fix, Probe, one_line
 from ..shim.patcher import Patcher
-from ..shim.scoped import importing, with_globals
-from .scalar_reduction_grid import TARGET, _unbind, reduction_kernel
+from ..shim.scoped import call_rebound, importing
+from .scalar_reduction_grid import TARGET, reduction_kernel
 
 HOOKS = ("launch_enter_hook", "launch_exit_hook")
 #: Where ``make_launcher`` imports the Triton-generation switch from, and its name.
@@ -82,10 +82,8 @@ def hooks_from_knobs(cls: type) -> Iterator[None]:
 def build_launcher(wrapped: Callable[..., Any], instance: Any, args: tuple, kwargs: dict) -> Any:
     """wrapt wrapper of ``make_launcher``: build the launcher as for a 3.6 runtime (see the
     module docstring)."""
-    function, owner = _unbind(wrapped)
-    scoped = with_globals(function, {"__builtins__": _BUILTINS})
     with hooks_from_knobs(type(instance.kernel)):
-        return scoped.__get__(owner, type(owner))(*args, **kwargs)
+        return call_rebound("triton36-launcher", wrapped, {"__builtins__": _BUILTINS}, args, kwargs)
 
 
 class _Runner:

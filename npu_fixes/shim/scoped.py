@@ -10,9 +10,12 @@ callers see. Nothing global is touched.
 from __future__ import annotations
 
 import builtins
+import logging
 import types
 from collections.abc import Mapping
 from typing import Any
+
+logger = logging.getLogger("npu_fixes")
 
 
 class ScopedAttributes:
@@ -49,6 +52,29 @@ def with_globals(target: Any, overrides: Mapping[str, Any]) -> Any:
     if isinstance(target, types.FunctionType):
         return _rebind(target, overrides)
     raise TypeError(f"cannot scope the globals of {type(target).__name__} {target!r}")
+
+
+def unbind(wrapped: Any) -> tuple[Any, Any]:
+    """``(function, instance)`` of the bound method wrapt hands a wrapper: a plain bound
+    method, or a wrapt-bound wrapper of someone else stacked below ours (kept as a whole)."""
+    if type(wrapped) is types.MethodType:  # not isinstance: a wrapt proxy passes for its target
+        return wrapped.__func__, wrapped.__self__
+    return wrapped._self_parent, wrapped._self_instance
+
+
+def call_rebound(fix: str, wrapped: Any, overrides: Mapping[str, Any], args: tuple, kwargs: dict) -> Any:
+    """Call the bound method ``wrapped`` (as wrapt hands it to fix ``fix``'s wrapper) as a
+    private copy whose body reads ``overrides`` in place of the same-named globals (see
+    :func:`with_globals`); where it cannot be copied (a wrapper of someone else that cannot
+    be rebuilt) it runs unchanged, with a warning."""
+    function, owner = unbind(wrapped)
+    try:
+        copy = with_globals(function, overrides)
+    except TypeError as exc:
+        name = getattr(function, "__name__", function)
+        logger.warning("npu_fixes: %s: %s; %s ran unchanged", fix, exc, name)
+        return wrapped(*args, **kwargs)
+    return copy.__get__(owner, type(owner))(*args, **kwargs)
 
 
 def scoped_method(cls: type, name: str, instance: Any, overrides: Mapping[str, Any]) -> Any:
