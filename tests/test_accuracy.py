@@ -20,6 +20,19 @@ def test_cli_smoke_two_tiny_models():
     assert all(0 <= m["max_error"] < 1e-3 for m in report["models"])
 
 
+def interpreted_run(genuine, where: str, fixes: str, model: str, iterations: int = 1):
+    """``npu-fixes accuracy --interpret --json`` of ``model`` through ``where`` (a genuine
+    commit or a pinned wheel version) with ``fixes``: "all", "none" (``--without-fixes``) or
+    "all-but-NAME[,NAME...]" (those switched off). Returns the process and the model's record."""
+    location = str(genuine(where)) if where in COMMITS else str(wheel_path(where))
+    flag = ["--without-fixes"] if fixes == "none" else []
+    env = {"NPU_FIXES_DISABLE": fixes.removeprefix("all-but-")} if fixes.startswith("all-but-") else None
+    proc = cli("accuracy", "--interpret", "--torch-npu", location, *flag, "--models", model,
+               "--iterations", str(iterations), "--json", env=env)
+    (record,) = json.loads(proc.stdout)["models"]
+    return proc, record
+
+
 #: The error DistilBERT's compile stops with where ``control_deps`` keeps the registration's
 #: fallback lowering (dropout with ``fallback_random=True``, as the accuracy run sets it).
 CONTROL_DEPS = "InductorError: LoweringException: AttributeError: 'Subgraph' object has no attribute 'dtype'"
@@ -31,12 +44,8 @@ def test_interpret_runs_a_model_through_a_genuine_state(genuine, fixes):
     Triton's interpreter. With npu_fixes it equals eager and the record names the fixes
     applied to that code; without, or with control-deps-lowering alone switched off, its
     compile stops in lowering (the seed symptoms of this model need 4 x 512 tokens)."""
-    flag = ["--without-fixes"] if fixes == "none" else []
-    env = {"NPU_FIXES_DISABLE": "control-deps-lowering"} if fixes.startswith("all-but") else None
-    proc = cli("accuracy", "--interpret", "--torch-npu", str(genuine("8bfbb9ed1")), *flag,
-               "--models", "DistilBertForMaskedLM", "--iterations", "1", "--json", env=env)
+    proc, model = interpreted_run(genuine, "8bfbb9ed1", fixes, "DistilBertForMaskedLM")
     report = json.loads(proc.stdout)
-    (model,) = report["models"]
     assert report["interpret"] is True and report["with_fixes"] is (fixes != "none")
     if fixes == "all":
         assert proc.returncode == 0, proc.stdout + proc.stderr
@@ -66,11 +75,7 @@ def test_interpret_shows_boundary_downcast_at_model_level(genuine, model, state,
     counter ``num_batches_tracked``. Before 5ff81d9c5 the in/out buffer reaches the kernel
     uninitialised, and the tensor is wrong (whatever memory held, plus the step), unless
     boundary-downcast is on; 5ff81d9c5, where upstream fixed it, computes it as built."""
-    flag = ["--without-fixes"] if fixes == "none" else []
-    env = {"NPU_FIXES_DISABLE": "boundary-downcast"} if fixes.startswith("all-but") else None
-    proc = cli("accuracy", "--interpret", "--torch-npu", str(genuine(state)), *flag,
-               "--models", model, "--iterations", "2", "--json", env=env)
-    (record,) = json.loads(proc.stdout)["models"]
+    proc, record = interpreted_run(genuine, state, fixes, model, iterations=2)
     assert proc.returncode == (0 if passed else 1), proc.stdout + proc.stderr
     assert record["passed"] is passed and record["error"] is None
     if not passed:
@@ -89,11 +94,7 @@ def test_interpret_shows_launch_grid_at_model_level(genuine, state, fixes, passe
     interpreter runs the programs one after another; on hardware they race). 5ff81d9c5, where
     upstream fixed it, counts right as built. (8bfbb9ed1 as built stops earlier, at another
     defect's kernel build.)"""
-    flag = ["--without-fixes"] if fixes == "none" else []
-    env = {"NPU_FIXES_DISABLE": "launch-grid"} if fixes.startswith("all-but") else None
-    proc = cli("accuracy", "--interpret", "--torch-npu", str(genuine(state)), *flag,
-               "--models", "RunningLossTagger", "--iterations", "2", "--json", env=env)
-    (record,) = json.loads(proc.stdout)["models"]
+    proc, record = interpreted_run(genuine, state, fixes, "RunningLossTagger", iterations=2)
     assert proc.returncode == (0 if passed else 1), proc.stdout + proc.stderr
     assert record["passed"] is passed and record["error"] is None
     if not passed:
@@ -109,12 +110,7 @@ def test_interpret_shows_rsplit_nested_range_at_model_level(genuine, where, fixe
     words): the norm weight's gradient is an OUTER sum over two reduction ranges, split
     across 40 cores by the newest public state and by the published wheel alike, each core
     summing all of it (40 times the right value) unless rsplit-nested-range refuses the split."""
-    location = str(genuine(where)) if where in COMMITS else str(wheel_path(where))
-    flag = ["--without-fixes"] if fixes == "none" else []
-    env = {"NPU_FIXES_DISABLE": "rsplit-nested-range"} if fixes.startswith("all-but") else None
-    proc = cli("accuracy", "--interpret", "--torch-npu", location, *flag,
-               "--models", "PositionGainTagger", "--iterations", "1", "--json", env=env)
-    (record,) = json.loads(proc.stdout)["models"]
+    proc, record = interpreted_run(genuine, where, fixes, "PositionGainTagger")
     assert proc.returncode == (0 if passed else 1), proc.stdout + proc.stderr
     assert record["passed"] is passed and record["error"] is None
     if not passed:
@@ -136,12 +132,7 @@ def test_interpret_shows_rng_capture_gate_at_model_level(genuine, where, fixes, 
     graph holding it is left to NPU graph capture (which then fails; there is no capture on
     CPU, so the observable is the graph's ``disable_cudagraphs_reason``), unless npu_fixes
     marks it; 5ff81d9c5 and the wheel mark it as built. The numbers are right either way."""
-    location = str(genuine(where)) if where in COMMITS else str(wheel_path(where))
-    flag = ["--without-fixes"] if fixes == "none" else []
-    env = {"NPU_FIXES_DISABLE": "rng-capture-gate"} if fixes.startswith("all-but") else None
-    proc = cli("accuracy", "--interpret", "--torch-npu", location, *flag,
-               "--models", "MaskDropoutTagger", "--iterations", "1", "--json", env=env)
-    (record,) = json.loads(proc.stdout)["models"]
+    proc, record = interpreted_run(genuine, where, fixes, "MaskDropoutTagger")
     assert proc.returncode == 0 and record["passed"], proc.stdout + proc.stderr
     (graph,) = record["rng_graphs"]
     assert graph["ops"] == ["aten.bernoulli.p"]
@@ -161,12 +152,7 @@ def test_interpret_shows_min2_propagate_nan_at_model_level(genuine, where, fixes
     """One step of a classifier that pools by ``amin`` and ``amax``: at every public commit
     the ``amin`` kernel does not build (the backend's ``min2`` helper passes ``tl.min`` a
     keyword it lacks); with npu_fixes, and in the wheel as built, it equals eager."""
-    location = str(genuine(where)) if where in COMMITS else str(wheel_path(where))
-    flag = ["--without-fixes"] if fixes == "none" else []
-    env = {"NPU_FIXES_DISABLE": "min2-propagate-nan"} if fixes.startswith("all-but") else None
-    proc = cli("accuracy", "--interpret", "--torch-npu", location, *flag,
-               "--models", "MinPoolClassifier", "--iterations", "1", "--json", env=env)
-    (record,) = json.loads(proc.stdout)["models"]
+    proc, record = interpreted_run(genuine, where, fixes, "MinPoolClassifier")
     assert proc.returncode == (0 if passed else 1) and record["passed"] is passed, proc.stdout + proc.stderr
     if not passed:
         assert "min() got an unexpected keyword argument" in record["error"] and "propagate_nan" in record["error"]
@@ -183,11 +169,7 @@ def test_interpret_shows_dualview_fold_at_model_level(genuine, fixes):
     off) through 8bfbb9ed1: as built its backward stops in codegen with hf_DistilBert's
     error; with npu_fixes it equals eager. range-symbol-canon, which puts registered symbols
     into every index, repairs this one too: only with both off does it stop again."""
-    flag = ["--without-fixes"] if fixes == "none" else []
-    env = {"NPU_FIXES_DISABLE": fixes.removeprefix("all-but-")} if fixes.startswith("all-but") else None
-    proc = cli("accuracy", "--interpret", "--torch-npu", str(genuine("8bfbb9ed1")), *flag,
-               "--models", "DistilBertForMaskedLM_4x512", "--iterations", "1", "--json", env=env)
-    (record,) = json.loads(proc.stdout)["models"]
+    proc, record = interpreted_run(genuine, "8bfbb9ed1", fixes, "DistilBertForMaskedLM_4x512")
     if fixes == "all":
         assert proc.returncode == 0 and record["passed"], proc.stdout + proc.stderr
         assert record["max_error"] < 1e-3 and "dualview-fold" in record["fixes"]
