@@ -148,19 +148,20 @@ def _forked(argv: Sequence[str], env: dict[str, str], timeout: float) -> subproc
 
 
 def _run(argv: Sequence[str], env: dict[str, str] | None, check: bool,
-         path: Sequence[Path], fresh: bool) -> subprocess.CompletedProcess[str]:
+         path: Sequence[Path], fresh: bool, python: str | None = None) -> subprocess.CompletedProcess[str]:
     """Run ``python ARGV`` with ``path`` (first) and the repo importable: forked from the fork
-    server (``tests/forkserver.py``: torch already imported) unless ``fresh`` is asked for or
-    ``env`` sets a variable read at import time, then in a fresh interpreter."""
+    server (``tests/forkserver.py``: torch already imported) unless ``fresh`` is asked for,
+    ``env`` sets a variable read at import time or another ``python`` is named, then in a
+    fresh interpreter (of ``python``, default this one's)."""
     full_env = _base_env()
     full_env["PYTHONPATH"] = os.pathsep.join(
         filter(None, [*map(str, path), str(REPO), os.environ.get("PYTHONPATH")]))
     full_env.update(env or {})
-    if not fresh and forkserver.forkable(full_env, _base_env()):
+    if not fresh and python is None and forkserver.forkable(full_env, _base_env()):
         proc = _forked(argv, full_env, timeout=600)
     else:
         proc = subprocess.run(
-            [sys.executable, *argv], capture_output=True, text=True, env=full_env, cwd=REPO, timeout=600,
+            [python or sys.executable, *argv], capture_output=True, text=True, env=full_env, cwd=REPO, timeout=600,
         )
     if check and proc.returncode != 0:
         raise AssertionError(f"subprocess failed ({proc.returncode}):\n{proc.stdout}\n{proc.stderr}")
@@ -174,14 +175,15 @@ def run_python(code: str, env: dict[str, str] | None = None, check: bool = True,
 
 
 def run_program(module: str, program: str, env: dict[str, str] | None = None,
-                check: bool = True, path: Sequence[Path] = (), fresh: bool = False, **kwargs):
+                check: bool = True, path: Sequence[Path] = (), fresh: bool = False,
+                python: str | None = None, **kwargs):
     """Run ``program`` of ``tests.programs.<module>`` with ``kwargs`` in an interpreter of
     its own: forked from the fork server, or a fresh one where ``fresh`` (the point of the
-    test is a process that has imported nothing yet; see ``_run``). With ``check`` (the
-    default) it must succeed and its JSON result is returned; without, the completed
-    process is."""
+    test is a process that has imported nothing yet) or another ``python`` is named (see
+    ``_run``). With ``check`` (the default) it must succeed and its JSON result is returned;
+    without, the completed process is."""
     proc = _run(["-m", f"tests.programs.{module}", program, json.dumps(kwargs, default=str)],
-                env, check, path, fresh)
+                env, check, path, fresh, python)
     return last_json(proc) if check else proc
 
 

@@ -16,18 +16,21 @@ import sys
 from pathlib import Path
 
 REPO = Path(__file__).resolve().parents[2]
-_HOST = "npu_fixes_host_standalone"
+def standalone(tool: str):
+    """``npu_fixes/tools/<tool>.py`` (``host`` or ``interpret``: stdlib imports only) loaded as
+    a module of its own, without the npu_fixes package."""
+    name = f"npu_fixes_{tool}_standalone"
+    if name not in sys.modules:
+        spec = importlib.util.spec_from_file_location(name, REPO / "npu_fixes" / "tools" / f"{tool}.py")
+        module = importlib.util.module_from_spec(spec)
+        sys.modules[name] = module
+        spec.loader.exec_module(module)
+    return sys.modules[name]
 
 
 def standalone_host():
-    """``npu_fixes/tools/host.py`` loaded as a module of its own, without the npu_fixes
-    package."""
-    if _HOST not in sys.modules:
-        spec = importlib.util.spec_from_file_location(_HOST, REPO / "npu_fixes" / "tools" / "host.py")
-        module = importlib.util.module_from_spec(spec)
-        sys.modules[_HOST] = module
-        spec.loader.exec_module(module)
-    return sys.modules[_HOST]
+    """``npu_fixes/tools/host.py`` loaded as a module of its own (see :func:`standalone`)."""
+    return standalone("host")
 
 
 def host_load(location: str):

@@ -7,6 +7,7 @@ from __future__ import annotations
 import inspect
 import os
 import re
+from unittest import mock
 
 import triton.language as tl
 from torch._inductor.runtime import triton_helpers
@@ -95,6 +96,61 @@ def amin(location: str) -> dict:
     result["after"] = run_all(codegen)
     result["ir_after"] = helper_ir()
     result["undone"] = npu_fixes.undo() > 0 and fix.probe(helpers).defective
+    return result
+
+
+def worker_error(exc: Exception) -> str:
+    """A worker's failure in short: its last error and the kernel line it points at."""
+    lines = str(exc).splitlines()
+    pointed = [lines[i - 1].strip() for i, line in enumerate(lines) if i and line.strip() == "^"]
+    last = [line.split("Last error: ")[-1] for line in lines if "Last error: " in line]
+    return " ".join(last[-1:] + pointed[-1:]) or innermost(exc)
+
+
+def in_workers(location: str) -> dict:
+    """``amin-relu`` compiled with Inductor's pool of compile workers (two, started as
+    Inductor starts them: fresh interpreters of this environment, see
+    ``compile_worker_site``), npu_fixes applied in this process. Each kernel is built by a
+    worker's frontend first, then again here for the interpreter, and run. Returns what
+    the workers built (their process, the ``min2`` their helpers module held, the min ops of
+    the IR), whether the result equals eager, or the error."""
+    import torch
+    import torch._inductor.config as inductor_config
+    from torch._inductor.async_compile import AsyncCompile
+    from torch._inductor.runtime.triton_heuristics import CachingAutotuner
+
+    from npu_fixes.tools import interpret
+    from tests.programs.compile_worker_site import WORKER_STATE
+
+    codegen = host_load(location).modules["codegen.triton"]
+    interpret.activate(codegen)
+    del os.environ["NPU_FIXES"]
+    import npu_fixes
+
+    npu_fixes.apply()
+    os.environ[WORKER_STATE] = location  # read by this environment's workers at their start
+    builds = []
+    precompile = CachingAutotuner.precompile
+
+    def build_here_again(self, warm_cache_only=False, reload_kernel=None, **kwargs):
+        if self.compile_results and reload_kernel is not None:  # a worker's frontend build
+            builds.extend({"pid": r.kernel.pid, "min2": r.kernel.min2, "ops": r.kernel.ops}
+                          for r in self.compile_results)
+            again = reload_kernel()
+            self.compile_results, self.configs, self.fn = [], again.configs, again.fn
+        return precompile(self, warm_cache_only, reload_kernel, **kwargs)
+
+    fn, shape = PROGRAMS["amin-relu"]
+    x = _input(shape)
+    result = {"parent": os.getpid()}
+    with interpret.cpu_device(codegen), inductor_config.patch(compile_threads=2), \
+            mock.patch.object(CachingAutotuner, "precompile", build_here_again):
+        AsyncCompile.wait_pool_ready(timeout=300)
+        try:
+            result["equal"] = bool(torch.allclose(torch.compile(fn)(x), fn(x), equal_nan=True))
+        except Exception as exc:  # noqa: BLE001 - recorded
+            result["error"] = worker_error(exc)
+    result["builds"] = builds
     return result
 
 
