@@ -20,18 +20,22 @@
 
 from __future__ import annotations
 
-import inspect
 import types
 from collections.abc import Callable, Mapping
 from typing import Any
 
 from ..shim.fix import Fix, Probe
 from ..shim.patcher import Patcher
-from ..shim.scoped import with_globals
+from ..shim.stand_in_kernel import (
+    PROBE_CORES,
+    StandInBinary,
+    launched_grids,
+    stand_in_binary,
+    stand_in_result,
+)
 
 TARGET = "NPUTritonCompileResult.make_launcher"
 NODES_KEY = "npu_num_x_nodes"
-PROBE_CORES = 48
 
 
 def clamps_grid(npu_num_x_nodes: object, grid_type: str, has_xnumel: bool, is_reduction: bool) -> bool:
@@ -78,67 +82,19 @@ def build_launcher(wrapped: Callable[..., Any], instance: Any, args: tuple, kwar
         instance.inductor_meta = meta
 
 
-class _RecordingRunner:
-    """Stand-in for the binary's runner: ``launch`` records the grid it was given."""
-
-    def __init__(self) -> None:
-        self.grids: list[int] = []
-
-    def launch(self, *args: Any) -> None:
-        self.grids.append(args[0])
-
-
-class StandInBinary(types.SimpleNamespace):
-    """Stand-in compiled binary. Launch hooks live as class attributes of the compiled
-    kernel's class in triton-ascend 3.2.x (older backend states read them there) and in
-    ``triton.knobs`` from 3.6 (the wheel's launcher reads those): both say "no hook"."""
-
-    launch_enter_hook = None
-    launch_exit_hook = None
-
-
-def scalar_kernel(runner: _RecordingRunner) -> StandInBinary:
+def scalar_kernel() -> StandInBinary:
     """A stand-in compiled binary for ``kernel(in_out_ptr0, xnumel, XBLOCK: constexpr)``."""
-    fn = types.SimpleNamespace(arg_names=["in_out_ptr0", "xnumel", "XBLOCK"], constexprs=[2])
-    return StandInBinary(
-        src=types.SimpleNamespace(fn=fn),
-        _init_handles=lambda: None,
-        shared=0,
-        packed_metadata={},
-        num_warps=1,
-        num_ctas=1,
-        cluster_dims=(1, 1, 1),
-        function=None,
-        run=runner,
-        launch_metadata=lambda *a: None,
-        n_regs=0,
-        n_spills=0,
-        hash=None,
-    )
+    return stand_in_binary(["in_out_ptr0", "xnumel", "XBLOCK"], [2])
 
 
 def probe(module: types.ModuleType) -> Probe:
     """Build the final-loss kernel's launcher (Grid1D, zero x nodes, XBLOCK=1) as the live
     ``make_launcher`` does, with a scoped core count of 48, launch it with ``xnumel=1`` and
     look at the grid it asks for."""
-    from triton import Config
-
-    runner = _RecordingRunner()
-    compile_meta = {
-        "constants": {"XBLOCK": 1},
-        "signature": {"in_out_ptr0": "*fp32", "xnumel": "i32", "XBLOCK": "constexpr"},
-    }
     meta = {"grid_type": "Grid1D", NODES_KEY: 0, "mutated_arg_names": ["in_out_ptr0"]}
-    cls = module.NPUTritonCompileResult
-    result = cls(scalar_kernel(runner), Config({"XBLOCK": 1}), compile_meta, meta)
-    make_launcher = with_globals(
-        inspect.getattr_static(cls, "make_launcher"), {"get_npu_vector_core_count": lambda: PROBE_CORES}
-    )
-    launcher = make_launcher.__get__(result, cls)()
-    params = list(inspect.signature(launcher).parameters)  # states differ in what they keep
-    launcher(*[1 if name == "xnumel" else None for name in params[: params.index("stream")]], stream=None)
-    if runner.grids != [clamped_programs(1, 1, PROBE_CORES)]:
-        return Probe(True, f"scalar Grid1D kernel (0 x nodes, xnumel=1) launched {runner.grids} programs")
+    grids = launched_grids(stand_in_result(module, scalar_kernel(), {"XBLOCK": 1}, meta), {"xnumel": 1})
+    if grids != [clamped_programs(1, 1, PROBE_CORES)]:
+        return Probe(True, f"scalar Grid1D kernel (0 x nodes, xnumel=1) launched {grids} programs")
     return Probe(False, "scalar Grid1D kernel (0 x nodes, xnumel=1) launches 1 program")
 
 

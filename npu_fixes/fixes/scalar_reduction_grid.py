@@ -22,20 +22,25 @@
 
 from __future__ import annotations
 
-import inspect
 import types
 from collections.abc import Callable, Mapping
 from typing import Any
 
 from ..shim.fix import Fix, Probe
 from ..shim.patcher import Patcher
-from ..shim.scoped import call_rebound, with_globals
+from ..shim.scoped import call_rebound
+from ..shim.stand_in_kernel import (
+    CORE_COUNT,
+    PROBE_CORES,
+    StandInBinary,
+    launched_grids,
+    stand_in_binary,
+    stand_in_result,
+)
 
 TARGET = "NPUTritonCompileResult.make_launcher"
-CORE_COUNT = "get_npu_vector_core_count"  # the module global make_launcher reads
 NODES_KEY = "npu_num_x_nodes"
 PARTIAL_KEY = "npu_rsplit_partial"
-PROBE_CORES = 48
 
 
 def launches_one_program(inductor_meta: Mapping[str, Any], arg_names: list[str]) -> bool:
@@ -75,61 +80,17 @@ def build_launcher(wrapped: Callable[..., Any], instance: Any, args: tuple, kwar
     return call_rebound("scalar-reduction-grid", wrapped, {CORE_COUNT: _one_core}, args, kwargs)
 
 
-class _Runner:
-    """Stand-in for the binary's runner: ``launch`` records the grid it was given."""
-
-    def __init__(self) -> None:
-        self.grids: list[int] = []
-
-    def launch(self, *args: Any) -> None:
-        self.grids.append(args[0])
-
-
-class _Binary(types.SimpleNamespace):
-    """Stand-in compiled binary; launch hooks are class attributes of the compiled kernel's
-    class in triton-ascend 3.2.x (the pre-fix states read them there): "no hook"."""
-
-    launch_enter_hook = None
-    launch_exit_hook = None
-
-
-def reduction_kernel(runner: _Runner) -> _Binary:
+def reduction_kernel() -> StandInBinary:
     """A stand-in binary for ``kernel(in_ptr0, out_ptr0, xnumel, r0_numel, XBLOCK, R0_BLOCK)``
     (the last two constexpr): a full reduction to one value."""
-    fn = types.SimpleNamespace(
-        arg_names=["in_ptr0", "out_ptr0", "xnumel", "r0_numel", "XBLOCK", "R0_BLOCK"], constexprs=[4, 5]
-    )
-    return _Binary(
-        src=types.SimpleNamespace(fn=fn), _init_handles=lambda: None, shared=0, packed_metadata={},
-        num_warps=1, num_ctas=1, cluster_dims=(1, 1, 1), function=None, run=runner,
-        launch_metadata=lambda *a: None, n_regs=0, n_spills=0, hash=None,
-    )
+    return stand_in_binary(["in_ptr0", "out_ptr0", "xnumel", "r0_numel", "XBLOCK", "R0_BLOCK"], [4, 5])
 
 
 def launched_grid(module: types.ModuleType, meta: Mapping[str, Any], xblock: int, xnumel: int) -> list[int]:
-    """Build the launcher of :func:`reduction_kernel` (``XBLOCK=xblock``, ``R0_BLOCK=64``,
-    inductor meta ``meta``) as the live ``make_launcher`` does, wrappers included, with a
-    scoped core count of 48; launch it once with ``xnumel`` (every other size 1) and
-    return the grids it asked for."""
-    from triton import Config
-
-    runner = _Runner()
-    consts = {"XBLOCK": xblock, "R0_BLOCK": 64}
-    compile_meta = {
-        "constants": dict(consts),
-        "signature": {"in_ptr0": "*fp32", "out_ptr0": "*fp32", "xnumel": "i32", "r0_numel": "i32",
-                      "XBLOCK": "constexpr", "R0_BLOCK": "constexpr"},
-    }
-    cls = module.NPUTritonCompileResult
-    result = cls(reduction_kernel(runner), Config(dict(consts)), compile_meta, dict(meta))
-    scoped = {CORE_COUNT: lambda: PROBE_CORES}
-    make_launcher = with_globals(inspect.getattr_static(cls, "make_launcher"), scoped)
-    launcher = make_launcher.__get__(result, cls)()
-    params = list(inspect.signature(launcher).parameters)  # states differ in what they keep
-    sizes = {"xnumel": xnumel}
-    launcher(*[sizes.get(name, 1) if "numel" in name else None for name in params[: params.index("stream")]],
-             stream=None)
-    return runner.grids
+    """The grids the live launcher of :func:`reduction_kernel` (``XBLOCK=xblock``,
+    ``R0_BLOCK=64``, inductor meta ``meta``) asks for on 48 cores, launched with ``xnumel``."""
+    result = stand_in_result(module, reduction_kernel(), {"XBLOCK": xblock, "R0_BLOCK": 64}, meta)
+    return launched_grids(result, {"xnumel": xnumel})
 
 
 def probe(module: types.ModuleType) -> Probe:

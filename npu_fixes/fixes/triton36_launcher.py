@@ -36,6 +36,7 @@ from typing import Any
 from ..shim.fix import Fix, Probe, one_line
 from ..shim.patcher import Patcher
 from ..shim.scoped import call_rebound, importing
+from ..shim.stand_in_kernel import stand_in_result
 from .scalar_reduction_grid import TARGET, reduction_kernel
 
 HOOKS = ("launch_enter_hook", "launch_exit_hook")
@@ -86,11 +87,6 @@ def build_launcher(wrapped: Callable[..., Any], instance: Any, args: tuple, kwar
         return call_rebound("triton36-launcher", wrapped, {"__builtins__": _BUILTINS}, args, kwargs)
 
 
-class _Runner:
-    def launch(self, *args: Any) -> None:
-        pass
-
-
 class _HooklessBinary(types.SimpleNamespace):
     """A stand-in compiled kernel whose class has no launch hooks, like 3.6's."""
 
@@ -99,19 +95,10 @@ def launcher_parameters(module: types.ModuleType, hooks_on_class: bool = False) 
     """The parameters of the launcher the live ``make_launcher`` (wrappers included) builds
     for a stand-in reduction kernel (``XBLOCK``/``R0_BLOCK`` constexpr) whose class has no
     launch hooks, as 3.6's, or, with ``hooks_on_class``, has them, as 3.2.x's."""
-    from triton import Config
-
-    consts = {"XBLOCK": 1, "R0_BLOCK": 64}
-    compile_meta = {
-        "constants": dict(consts),
-        "signature": {"in_ptr0": "*fp32", "out_ptr0": "*fp32", "xnumel": "i32", "r0_numel": "i32",
-                      "XBLOCK": "constexpr", "R0_BLOCK": "constexpr"},
-    }
-    binary = reduction_kernel(_Runner())
+    binary = reduction_kernel()
     if not hooks_on_class:
         binary = _HooklessBinary(**vars(binary))
-    meta = {"grid_type": "Grid1D"}
-    result = module.NPUTritonCompileResult(binary, Config(dict(consts)), compile_meta, meta)
+    result = stand_in_result(module, binary, {"XBLOCK": 1, "R0_BLOCK": 64}, {"grid_type": "Grid1D"})
     return list(inspect.signature(result.make_launcher()).parameters)
 
 

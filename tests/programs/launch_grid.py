@@ -22,25 +22,19 @@ RECIPE = {"lines": ["nb = (xnumel + XBLOCK - 1) // XBLOCK"], "factors": ["nb"]}
 def build(m, kernel, meta, xblock, cores, a5=False):
     """A real launcher of ``m`` (the host-loaded npu_triton_heuristics) from a stand-in
     binary, with the runner that records the grids it is asked for."""
-    import types
     from unittest import mock
 
-    from triton import Config
-
-    from npu_fixes.fixes import launch_grid as fix
+    from npu_fixes.shim.stand_in_kernel import stand_in_binary, stand_in_result
 
     names, constexprs = KERNELS[kernel]
-    runner = fix._RecordingRunner()
-    binary = fix.scalar_kernel(runner)
-    binary.src.fn = types.SimpleNamespace(arg_names=names, constexprs=constexprs)
+    binary = stand_in_binary(names, constexprs)
     consts = {n: (xblock if n == "XBLOCK" else 4) for i, n in enumerate(names) if i in constexprs}
-    sig = {n: ("constexpr" if n in consts else "*fp32" if "ptr" in n else "i32") for n in names}
-    result = m.NPUTritonCompileResult(binary, Config(dict(consts)), {"constants": consts, "signature": sig}, meta)
+    result = stand_in_result(m, binary, consts, meta)
     with mock.patch.object(m, "get_npu_vector_core_count", return_value=cores), \
          mock.patch.object(m.device_props, "is_a5", return_value=a5):
         launcher = result.make_launcher()
     assert result.inductor_meta is meta
-    return launcher, runner
+    return launcher, binary.run
 
 
 def fingerprint(launcher):
@@ -151,17 +145,14 @@ def imported_after_load(location: str) -> dict:
     m = host_load(location).modules["npu_triton_heuristics"]
     from unittest import mock
 
-    from triton import Config
-
     import npu_fixes
     from npu_fixes.fixes import launch_grid as fix
+    from npu_fixes.shim.stand_in_kernel import stand_in_result
 
     result = {"state": {r.name: r for r in npu_fixes.status()}["launch-grid"].state.value}
-    runner = fix._RecordingRunner()
     meta = {"grid_type": "Grid1D", "npu_num_x_nodes": 0, "mutated_arg_names": ["in_out_ptr0"]}
-    r = m.NPUTritonCompileResult(fix.scalar_kernel(runner), Config({"XBLOCK": 1}),
-                                 {"constants": {"XBLOCK": 1}, "signature": {"in_out_ptr0": "*fp32", "xnumel": "i32"}},
-                                 meta)
+    r = stand_in_result(m, fix.scalar_kernel(), {"XBLOCK": 1}, meta)
+    runner = r.kernel.run
     with mock.patch.object(m, "get_npu_vector_core_count", return_value=48):
         launcher = r.make_launcher()
     for _ in range(3):
