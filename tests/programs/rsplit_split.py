@@ -19,11 +19,15 @@ def _programs() -> dict:
     def nested3(a, b):
         return (a.view(2, 4, 512, 16) * b.view(2, 1, 512, 16)).sum(dim=(0, 1, 2))
 
+    def blocks_transposed(a, b):  # BigBird-style: a 64 x 64 block against another's transpose
+        return (a * b.transpose(-1, -2).reshape(2, 2, 4096)).sum(-1)
+
     return {
         "sum": (lambda x: x.sum(0), [(4096, 8)]),
         "sum-keepdim": (lambda x: x.sum(0, keepdim=True), [(4096, 8)]),
         "nested2": (nested2, [(2048, 32), (512, 32)]),
         "nested3": (nested3, [(4096, 16), (1024, 16)]),
+        "blocks-transposed": (blocks_transposed, [(2, 2, 4096), (2, 2, 64, 64)]),
         "nested2-keepdim": (lambda a, b: (a.view(4, 512, 32) * b[None]).sum(dim=(0, 1), keepdim=True),
                             [(2048, 32), (512, 32)]),
         "+b": (lambda x, b: x.sum(0) + b, [(4096, 8), (8,)]),
