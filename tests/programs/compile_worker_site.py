@@ -33,23 +33,13 @@ class FrontendBuild:
 def frontend_compile(src, target=None, options=None) -> FrontendBuild:
     """``src`` (the backend's ``ASTSource``) built to Triton IR by the host frontend;
     raises the frontend's ``CompilationError`` where the kernel does not build."""
-    from triton._C.libtriton import ir
-    from triton.backends.compiler import GPUTarget
-    from triton.backends.nvidia.compiler import CUDABackend
-    from triton.compiler import ASTSource
+    from tests.programs.rank_mismatch import host_frontend_ir
 
     fn = src.fn
     constants = {fn.arg_names[key[0]] if isinstance(key, tuple) else key: value
                  for key, value in src.constants.items()}
     signature = {name: "constexpr" if name in constants else src.signature[name] for name in fn.arg_names}
-    host = GPUTarget("cuda", 80, 32)
-    backend = CUDABackend(host)
-    parsed = backend.parse_options({})
-    context = ir.context()
-    ir.load_dialects(context)
-    backend.load_dialects(context)
-    text = str(ASTSource(fn, signature, constants).make_ir(
-        host, parsed, backend.get_codegen_implementation(parsed), backend.get_module_map(), context))
+    text = host_frontend_ir(fn, signature, constants)
     helper = fn.__globals__["triton_helpers"].min2
     helper = getattr(helper, "fn", helper)
     return FrontendBuild(sorted(set(IR_OPS.findall(text))), f"{helper.__module__}.{helper.__qualname__}")

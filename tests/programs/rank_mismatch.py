@@ -135,11 +135,6 @@ def triton_ir(source: str) -> str:
     import tempfile
     from unittest import mock
 
-    from triton._C.libtriton import ir
-    from triton.backends.compiler import GPUTarget
-    from triton.backends.nvidia.compiler import CUDABackend
-    from triton.compiler import ASTSource
-
     from tests.programs import ascend_language
 
     body = "@triton.jit" + source.split("@triton.jit")[-1].replace("Placeholder.KERNEL_NAME", "kernel")
@@ -157,15 +152,27 @@ def triton_ir(source: str) -> str:
             signature[name], constants[name] = "constexpr", 1 if name.startswith("X") else 64
         else:
             signature[name] = "*fp32" if "ptr" in name else "i32"
+    with mock.patch.object(kmod.triton_helpers, "max2", ascend_language.max2):
+        return host_frontend_ir(kmod.kernel, signature, constants)
+
+
+def host_frontend_ir(fn, signature: dict, constants: dict) -> str:
+    """The Triton IR of the JIT function ``fn`` (``signature``: argument -> type or
+    "constexpr"; ``constants``: constexpr -> value) as the host Triton frontend builds it
+    (CUDA's language module, no device compiler); raises the frontend's error."""
+    from triton._C.libtriton import ir
+    from triton.backends.compiler import GPUTarget
+    from triton.backends.nvidia.compiler import CUDABackend
+    from triton.compiler import ASTSource
+
     target = GPUTarget("cuda", 80, 32)
     backend = CUDABackend(target)
     options = backend.parse_options({})
     context = ir.context()
     ir.load_dialects(context)
     backend.load_dialects(context)
-    with mock.patch.object(kmod.triton_helpers, "max2", ascend_language.max2):
-        return str(ASTSource(kmod.kernel, signature, constants).make_ir(
-            target, options, backend.get_codegen_implementation(options), backend.get_module_map(), context))
+    return str(ASTSource(fn, signature, constants).make_ir(
+        target, options, backend.get_codegen_implementation(options), backend.get_module_map(), context))
 
 
 def generate(mod, fn, shape) -> dict:
