@@ -45,6 +45,7 @@ MODULES = (
     "rsplit_nested_range",
     "rsplit_epilogue",
     "rsplit_slice_tail",
+    "rsplit_inner_static",
     "te_parallel_ce",
 )
 

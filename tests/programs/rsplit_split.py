@@ -1,16 +1,22 @@
-"""Programs of tests/fixes/test_rsplit_nested_range.py and test_rsplit_epilogue.py: OUTER
-reductions compiled through a state's backend, kernels run in Triton's interpreter with
-the backend's launcher grid, compared with eager."""
+"""Programs of tests/fixes/test_rsplit_nested_range.py, test_rsplit_epilogue.py and
+test_rsplit_inner_static.py: reductions the cross-core split may take, compiled through a
+state's backend, kernels run in Triton's interpreter with the backend's launcher grid,
+compared with eager."""
 
 from __future__ import annotations
 
+import contextlib
 import os
+import sys
+import unittest.mock
 
 from tests.programs import host_load, innermost, main
 
 
 def _programs() -> dict:
-    """label -> (function, input shapes): OUTER reductions (small x, r >= 2048, r >= x)."""
+    """label -> (function, input shapes[, options]): OUTER and INNER reductions (small x,
+    r >= 2048, r >= x). Options: ``dynamic`` {argument: dims marked dynamic}, ``config``
+    {backend config name: value while the program compiles}."""
     import torch
 
     def nested2(a, b):  # b broadcast over the batch: two free reduction nodes
@@ -21,6 +27,11 @@ def _programs() -> dict:
 
     def blocks_transposed(a, b):  # BigBird-style: a 64 x 64 block against another's transpose
         return (a * b.transpose(-1, -2).reshape(2, 2, 4096)).sum(-1)
+
+    def per_head(x):  # [batch, seq, heads, dim] summed per (batch, head): INNER, two nodes
+        return x.permute(0, 2, 1, 3).reshape(x.shape[0] * x.shape[2], -1).sum(-1)
+
+    seq_dynamic = {"dynamic": {0: [1]}}
 
     return {
         "sum": (lambda x: x.sum(0), [(4096, 8)]),
@@ -47,6 +58,13 @@ def _programs() -> dict:
         "amin": (lambda x: x.amin(0), [(4096, 8)]),
         "prod": (lambda x: (1 + x / 4096).prod(0), [(4096, 8)]),
         "argmax": (lambda x: x.argmax(0), [(4096, 8)]),
+        "inner-rows": (lambda x: x.sum(-1), [(8, 4096)]),
+        "inner-heads": (per_head, [(4, 64, 8, 64)]),
+        "inner-heads-mean": (lambda x: x.permute(0, 2, 1, 3).reshape(8, 4096).mean(-1), [(2, 128, 4, 32)]),
+        "inner-heads-merged": (lambda x: x.transpose(1, 2).reshape(4, 64 * 512).sum(-1), [(4, 8, 64, 64)]),
+        "inner-heads-seq-dynamic": (per_head, [(2, 256, 4, 32)], seq_dynamic),
+        "inner-heads-seq-dynamic-no-real-block": (per_head, [(2, 256, 4, 32)],
+                                                  {**seq_dynamic, "config": {"rtree_real_block": False}}),
     }
 
 
@@ -68,16 +86,24 @@ def run_all(codegen, labels: list[str]) -> dict:
 
     from npu_fixes.tools import interpret
 
+    config = sys.modules[codegen.__name__.rpartition(".codegen")[0] + ".config"]
     out = {}
     programs = _programs()
     for label in labels:
-        fn, shapes = programs[label]
+        fn, shapes, *options = programs[label]
+        options = options[0] if options else {}
         torch.manual_seed(0)
         args = [torch.randn(s) for s in shapes]
         want = fn(*args)
         want = want if isinstance(want, tuple) else (want,)
+        for arg, dims in options.get("dynamic", {}).items():
+            for dim in dims:
+                torch._dynamo.mark_dynamic(args[arg], dim)
+        torch._dynamo.reset()
         try:
-            with interpret.cpu_device(codegen) as launches:
+            settings = options.get("config")
+            with interpret.cpu_device(codegen) as launches, (
+                    unittest.mock.patch.multiple(config, **settings) if settings else contextlib.nullcontext()):
                 got = torch.compile(fn)(*args)
         except Exception as exc:  # noqa: BLE001 - recorded
             out[label] = {"error": innermost(exc)}
@@ -94,7 +120,7 @@ def run_all(codegen, labels: list[str]) -> dict:
 
 
 #: The fixes on the split's predicate.
-RSPLIT = ("rsplit-outer", "rsplit-nonsum", "rsplit-nested-range", "rsplit-epilogue")
+RSPLIT = ("rsplit-outer", "rsplit-nonsum", "rsplit-nested-range", "rsplit-epilogue", "rsplit-inner-static")
 
 
 def battery(location: str, labels: list[str]) -> dict:
