@@ -46,6 +46,7 @@ MODULES = (
     "rsplit_epilogue",
     "rsplit_slice_tail",
     "rsplit_inner_static",
+    "split_fused_fixpoint",
     "te_parallel_ce",
 )
 
