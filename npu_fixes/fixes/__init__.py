@@ -47,6 +47,7 @@ MODULES = (
     "rsplit_slice_tail",
     "rsplit_inner_static",
     "split_fused_fixpoint",
+    "promoted_rtree_shape",
     "te_parallel_ce",
 )
 

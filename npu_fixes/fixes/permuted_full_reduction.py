@@ -114,19 +114,31 @@ def install(module: types.ModuleType, patcher: Patcher) -> None:
 
 
 # -- probe -------------------------------------------------------------------------------
-def probe_store(module: types.ModuleType) -> str:
-    """What the live function makes of :data:`PROBE_STORE` in a body of its own, called with
-    the arguments its caller gives it (the parameters each state has)."""
+def promoted_rewrite(module: types.ModuleType, line: str, combined_mask: str, collapsed_shape: str,
+                     collapsed_dim: int, post_resize: str, r_slots: Sequence[int],
+                     slot_tokens: Sequence[str], leaves: Sequence[str] = ()) -> str:
+    """What the live function makes of ``line`` in a body of its own for one promoted tree
+    (reduction slots ``r_slots``, each slot's block extent in ``slot_tokens``, free nodes
+    ``leaves``), called with the arguments its caller gives it (the parameters each state
+    has)."""
     func = getattr(module, TARGET)
-    body = types.SimpleNamespace(body=types.SimpleNamespace(_lines=[PROBE_STORE]),
+    body = types.SimpleNamespace(body=types.SimpleNamespace(_lines=[line]),
                                  _reduction_loop_passes_for_prefix=lambda prefix: ())  # the wheel asks
     params = inspect.signature(func).parameters
-    optional = {"leaf_names": [], "real_sizes": ["1", "1", "XBLOCK"],
-                "slot_block_tokens": ["r0_2_blk", "r0_1_blk", "XBLOCK"]}
-    func(body, "r0_", [], [], [], "r0_mask", "[R0_BLOCK, 1]", 0, "[None, None, :]", PROBE_R_SLOTS,
-         PROBE_NDIM, **{k: v for k, v in optional.items() if k in params})
-    (line,) = [raw if isinstance(raw, str) else raw.line for raw in body.body._lines]
-    return line.strip()
+    optional = {"leaf_names": list(leaves),
+                "real_sizes": ["1" if s in r_slots else t for s, t in enumerate(slot_tokens)],
+                "slot_block_tokens": list(slot_tokens)}
+    blocks = [f"{leaf}_blk" for leaf in leaves]
+    func(body, "r0_", [], blocks, [], combined_mask, collapsed_shape, collapsed_dim, post_resize,
+         list(r_slots), len(slot_tokens), **{k: v for k, v in optional.items() if k in params})
+    (out,) = [raw if isinstance(raw, str) else raw.line for raw in body.body._lines]
+    return out.strip()
+
+
+def probe_store(module: types.ModuleType) -> str:
+    """What the live function makes of :data:`PROBE_STORE`."""
+    return promoted_rewrite(module, PROBE_STORE, "r0_mask", "[R0_BLOCK, 1]", 0, "[None, None, :]",
+                            PROBE_R_SLOTS, ["r0_2_blk", "r0_1_blk", "XBLOCK"])
 
 
 def linearize_reranks(module: types.ModuleType) -> bool:
