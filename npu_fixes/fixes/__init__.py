@@ -48,6 +48,7 @@ MODULES = (
     "rsplit_inner_static",
     "split_fused_fixpoint",
     "promoted_rtree_shape",
+    "linearize_misc",
     "te_parallel_ce",
 )
 

@@ -1,7 +1,7 @@
-"""Guards for the defects no run-time repair can fix: nd-reduction, codegen-misc-95c and
-slice-scatter-offset. Rules in-process; then, at every genuine state and the 2.13.0 wheel,
-one fresh interpreter runs the three probes and the registry's decision, and for
-nd-reduction the reduction heuristic before and after the guard."""
+"""Guards for the defects no run-time repair can fix: nd-reduction, codegen-misc-95c,
+slice-scatter-offset and linearize-misc. Rules in-process; then, at every genuine state and
+the 2.13.0 wheel, one fresh interpreter runs the four probes and the registry's decision,
+and for nd-reduction the reduction heuristic before and after the guard."""
 
 from __future__ import annotations
 
@@ -12,12 +12,12 @@ import pytest
 from tests.conftest import run_program, wheel_path
 from tests.genuine_states import BEYOND, COMMITS
 
-GUARDS = ("nd-reduction", "codegen-misc-95c", "slice-scatter-offset")
+GUARDS = ("nd-reduction", "codegen-misc-95c", "slice-scatter-offset", "linearize-misc")
 WHEEL = "2.13.0"
 STATES = (*COMMITS, WHEEL)
 #: Upstream commit that fixed each defect, named by the probe's detail where it is present.
 FIXED_IN = {"nd-reduction": "e1863287d", "codegen-misc-95c": "95c9094da",
-            "slice-scatter-offset": "95c9094da"}
+            "slice-scatter-offset": "95c9094da", "linearize-misc": "2.13.0 wheel"}
 
 
 # -- rules ----------------------------------------------------------------------------------
@@ -128,7 +128,7 @@ def test_codegen_rules_tell_the_two_bodies_apart():
 
 # -- genuine states and the wheel ----------------------------------------------------------
 
-# NPU_FIXES=0 keeps the registered fixes out; a Registry of the three guards decides them
+# NPU_FIXES=0 keeps the registered fixes out; a Registry of the four guards decides them
 # with the shim's own rules. The heuristic battery (tests/programs/upgrade_guards.py) calls
 # the live `reduction` (wrappers included) with `cached_autotune` replaced by a scoped
 # recorder, so the candidate configs are compared, with tile_reductions off and on.
@@ -150,6 +150,7 @@ def present(name: str, state: str) -> bool:
 def test_presence_table_is_what_the_guards_expect():
     assert BEYOND["nd-reduction"] == {"8bfbb9ed1", "95c9094da"}
     assert BEYOND["codegen-misc-95c"] == BEYOND["slice-scatter-offset"] == {"8bfbb9ed1"}
+    assert BEYOND["linearize-misc"] == set(COMMITS)
 
 
 @pytest.mark.parametrize("state", STATES)
@@ -178,6 +179,9 @@ def test_probe_details_name_the_symptoms(runs):
     assert "0*inf NaN" in old["codegen-misc-95c"][1] and "not reproduced" in old["codegen-misc-95c"][1]
     assert "expected offsets to be non-negative" in old["slice-scatter-offset"][1]
     assert "not reproduced" in old["slice-scatter-offset"][1]
+    assert "_fold_dual_decomp leaves a second view" in old["linearize-misc"][1]
+    assert "not reproduced" in old["linearize-misc"][1]
+    assert "_fold_redundant_range_tree_decomposition folds" in runs[WHEEL]["probe"]["linearize-misc"][1]
 
 
 @pytest.mark.parametrize("state", sorted(BEYOND["nd-reduction"]))

@@ -50,11 +50,12 @@ def battery(heur):
 
 
 def guarded(location: str) -> dict:
-    """NPU_FIXES=0 keeps the registered fixes out; a Registry of the three guards decides
+    """NPU_FIXES=0 keeps the registered fixes out; a Registry of the four guards decides
     them with the shim's own rules: the probes, states and patches, the heuristic battery
     before and after, and the codegen observations."""
     mods = host_load(location).modules
     from npu_fixes.fixes import codegen_misc_95c as cm
+    from npu_fixes.fixes import linearize_misc as lm
     from npu_fixes.fixes import nd_reduction as nd
     from npu_fixes.fixes import slice_scatter_offset as ss
     from npu_fixes.shim.registry import Registry
@@ -62,13 +63,14 @@ def guarded(location: str) -> dict:
     os.environ.pop("NPU_FIXES", None)
     heur, cg = mods["npu_triton_heuristics"], mods["codegen.triton"]
     targets = (("nd-reduction", heur, "reduction"), ("codegen-misc-95c", cg, cm.TARGET),
-               ("slice-scatter-offset", cg, "NPUTritonKernel"))
+               ("slice-scatter-offset", cg, "NPUTritonKernel"), ("linearize-misc", cg, "NPUTritonScheduling"))
     original = {n: inspect.getattr_static(m, t) for n, m, t in targets}
+    guards = ((nd.FIX, heur), (cm.FIX, cg), (ss.FIX, cg), (lm.FIX, cg))
     result = {"before": battery(heur)}
     result["probe"] = {f.name: [(p := f.probe(m)).defective, p.detail]
-                       for f, m in ((nd.FIX, heur), (cm.FIX, cg), (ss.FIX, cg))}
-    registry = Registry([nd.FIX, cm.FIX, ss.FIX])
-    records = {f.name: registry.evaluate(f, m) for f, m in ((nd.FIX, heur), (cm.FIX, cg), (ss.FIX, cg))}
+                       for f, m in guards}
+    registry = Registry([f for f, _ in guards])
+    records = {f.name: registry.evaluate(f, m) for f, m in guards}
     result["state"] = {n: [r.state.value, r.detail] for n, r in records.items()}
     result["patched"] = len(registry.patcher)
     result["identical"] = {n: inspect.getattr_static(m, t) is original[n] for n, m, t in targets}
