@@ -82,23 +82,35 @@ def reranked(line: str, r_slots: Sequence[int], real_ndim: int) -> str | None:
         text = (f"tl.full([{', '.join(['1'] * real_ndim)}], {ast.unparse(full.args[1])}, "
                 f"{ast.unparse(full.args[2])}).broadcast_to({', '.join(target)})")
         edits.append((node.col_offset, node.end_col_offset, text))
+    return spliced(line, edits)
+
+
+def spliced(line: str, edits: Sequence[tuple[int, int, str]]) -> str | None:
+    """``line`` with each ``(start, end, text)`` edit made, columns counted in the line
+    without its indent (as ``ast`` gives them); None where there is no edit."""
     if not edits:
         return None
+    stripped = line.lstrip()
     code = stripped.encode()  # the offsets count UTF-8 bytes
     for start, end, text in sorted(edits, reverse=True):
         code = code[:start] + text.encode() + code[end:]
     return line[:len(line) - len(stripped)] + code.decode()
 
 
-def rerank_body(kernel: Any, r_slots: Sequence[int], real_ndim: int) -> None:
-    """Re-rank the scalar store indexes in ``kernel.body._lines`` (plain lines and Inductor's
-    deferred lines alike)."""
+def rewrite_body(kernel: Any, rewrite: Callable[[str], str | None]) -> None:
+    """Replace each line of ``kernel.body._lines`` (plain lines and Inductor's deferred lines
+    alike) by ``rewrite(line)`` where that is not None."""
     lines = kernel.body._lines
     for i, raw in enumerate(lines):
         text = raw if isinstance(raw, str) else getattr(raw, "line", None)
-        new = reranked(text, r_slots, real_ndim) if isinstance(text, str) else None
+        new = rewrite(text) if isinstance(text, str) else None
         if new is not None:
             lines[i] = new if isinstance(raw, str) else raw._new_line(new)
+
+
+def rerank_body(kernel: Any, r_slots: Sequence[int], real_ndim: int) -> None:
+    """Re-rank the scalar store indexes in ``kernel.body._lines``."""
+    rewrite_body(kernel, lambda line: reranked(line, r_slots, real_ndim))
 
 
 def install(module: types.ModuleType, patcher: Patcher) -> None:

@@ -33,7 +33,7 @@ from typing import Any
 
 from ..shim.fix import Fix, Probe
 from ..shim.patcher import Patcher
-from .permuted_full_reduction import TARGET, promoted_rewrite
+from .permuted_full_reduction import TARGET, promoted_rewrite, rewrite_body, spliced
 
 #: A per-position weight loaded inside a per-head sum as bafc50684 emits it: address of node
 #: ``r0_2`` only, mask of both promoted nodes (slots 2 and 3 of rank 4).
@@ -93,23 +93,7 @@ def broadcast_load(line: str, leaves: Sequence[str], tokens: Sequence[str]) -> s
             continue
         text = f"tl.broadcast_to({ast.unparse(address)}, [{', '.join(tokens)}])"
         edits.append((address.col_offset, address.end_col_offset, text))
-    if not edits:
-        return None
-    code = stripped.encode()  # the offsets count UTF-8 bytes
-    for start, end, text in sorted(edits, reverse=True):
-        code = code[:start] + text.encode() + code[end:]
-    return line[:len(line) - len(stripped)] + code.decode()
-
-
-def broadcast_body(kernel: Any, leaves: Sequence[str], tokens: Sequence[str]) -> None:
-    """:func:`broadcast_load` on every line of ``kernel.body._lines`` (plain lines and
-    Inductor's deferred lines alike)."""
-    lines = kernel.body._lines
-    for i, raw in enumerate(lines):
-        text = raw if isinstance(raw, str) else getattr(raw, "line", None)
-        new = broadcast_load(text, leaves, tokens) if isinstance(text, str) else None
-        if new is not None:
-            lines[i] = new if isinstance(raw, str) else raw._new_line(new)
+    return spliced(line, edits)
 
 
 def leaves_of(arguments: dict[str, Any]) -> list[str]:
@@ -129,7 +113,8 @@ def install(module: types.ModuleType, patcher: Patcher) -> None:
         bound = signature.bind(*args, **kwargs).arguments
         tokens = slot_tokens(bound["collapsed_shape"], bound["collapsed_dim"], bound["real_ndim"])
         if tokens is not None:
-            broadcast_body(bound["kernel"], leaves_of(bound), tokens)
+            leaves = leaves_of(bound)
+            rewrite_body(bound["kernel"], lambda line: broadcast_load(line, leaves, tokens))
         return result
 
     patcher.wrap_path(module, TARGET, apply_lines)

@@ -141,6 +141,16 @@ def interpreted(codegen, fn, *args, runtime: str = "3.2") -> dict:
         return {"error": innermost(exc)}
 
 
+def interpreted_with_npu_fixes(name: str, location: str, run_all) -> dict:
+    """``run_all(codegen)`` through the backend at ``location``, its kernels on the
+    interpreter device, without and with npu_fixes (:func:`with_npu_fixes` for fix ``name``)."""
+    codegen = host_load(location).modules["codegen.triton"]
+    from npu_fixes.tools import interpret
+
+    interpret.activate(codegen)
+    return with_npu_fixes(name, codegen, lambda: run_all(codegen))
+
+
 def with_npu_fixes(name: str, codegen, battery) -> dict:
     """Fix ``name``'s probe (``[defective, detail]``) and ``battery()`` as built (the program
     started with ``NPU_FIXES=0``), then with ``npu_fixes.apply()``: the fix's state,

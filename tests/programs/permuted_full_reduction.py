@@ -4,7 +4,7 @@ backend's launcher grid, compared with eager."""
 
 from __future__ import annotations
 
-from tests.programs import host_load, interpreted, main, with_npu_fixes
+from tests.programs import interpreted, interpreted_with_npu_fixes, main
 
 NAME = "permuted-full-reduction"
 
@@ -40,13 +40,8 @@ def run_all(codegen) -> dict:
 
 
 def reductions(location: str) -> dict:
-    """The programs through the backend at ``location`` without and with npu_fixes
-    (``tests.programs.with_npu_fixes``)."""
-    codegen = host_load(location).modules["codegen.triton"]
-    from npu_fixes.tools import interpret
-
-    interpret.activate(codegen)
-    return with_npu_fixes(NAME, codegen, lambda: run_all(codegen))
+    """The programs through the backend at ``location`` without and with npu_fixes."""
+    return interpreted_with_npu_fixes(NAME, location, run_all)
 
 
 if __name__ == "__main__":

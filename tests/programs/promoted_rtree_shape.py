@@ -8,7 +8,7 @@ from __future__ import annotations
 import ast
 import re
 
-from tests.programs import host_load, interpreted, main, with_npu_fixes
+from tests.programs import interpreted, interpreted_with_npu_fixes, main
 
 NAME = "promoted-rtree-shape"
 #: The mask of a promoted reduction node (``r0_2mask``), not of a flat tree (``r0_mask``).
@@ -67,13 +67,8 @@ def run_all(codegen) -> dict:
 
 
 def battery(location: str) -> dict:
-    """The programs through the backend at ``location`` without and with npu_fixes
-    (``tests.programs.with_npu_fixes``)."""
-    codegen = host_load(location).modules["codegen.triton"]
-    from npu_fixes.tools import interpret
-
-    interpret.activate(codegen)
-    return with_npu_fixes(NAME, codegen, lambda: run_all(codegen))
+    """The programs through the backend at ``location`` without and with npu_fixes."""
+    return interpreted_with_npu_fixes(NAME, location, run_all)
 
 
 if __name__ == "__main__":

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import re
 
-from tests.programs import host_load, interpreted, main, with_npu_fixes
+from tests.programs import interpreted, interpreted_with_npu_fixes, main
 
 NAME = "split-fused-fixpoint"
 _ACCESS = re.compile(r"tl\.(?:load|store)\(\w+ \+ \((?P<address>[^;]*?)\), ")
@@ -51,13 +51,8 @@ def run_all(codegen) -> dict:
 
 
 def battery(location: str) -> dict:
-    """The programs through the backend at ``location`` without and with npu_fixes
-    (``tests.programs.with_npu_fixes``)."""
-    codegen = host_load(location).modules["codegen.triton"]
-    from npu_fixes.tools import interpret
-
-    interpret.activate(codegen)
-    return with_npu_fixes(NAME, codegen, lambda: run_all(codegen))
+    """The programs through the backend at ``location`` without and with npu_fixes."""
+    return interpreted_with_npu_fixes(NAME, location, run_all)
 
 
 if __name__ == "__main__":
