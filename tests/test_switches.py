@@ -68,8 +68,9 @@ def test_unrecognised_master_value_warns_at_import():
 def test_switching_off_at_run_time_keeps_status_truthful(genuine):
     """At f8802037a: NPU_FIXES=0 set after the repairs went in removes none of them (the
     switches act on what is decided next; undo() removes the repairs), so status() says
-    ``applied`` while they are there, ``upgrade-needed`` while a guard is (nonlinearize-grid
-    and int32-address-wrap there), and ``disabled`` for the rest; NPU_FIXES=1 and apply()
+    ``applied`` while they are there, ``upgrade-needed`` while a guard is in force
+    (nonlinearize-grid and int32-address-wrap there; linearize-misc, which only reports, is
+    ``disabled`` then), and ``disabled`` for the rest; NPU_FIXES=1 and apply()
     keep the repairs without probing our own wrappers and decide the rest afresh; undo()
     leaves ``undone`` with the defect back."""
     res = run_program("switches", "switched_at_run_time", location=genuine("f8802037a"))
@@ -78,8 +79,10 @@ def test_switching_off_at_run_time_keeps_status_truthful(genuine):
     assert res["defective_at_import"] == dict.fromkeys(applied, False)
     guarded = {n for n, state in res["import"].items() if state == "upgrade-needed"}
     assert guarded == {f.name for f in all_fixes() if not f.repairable and f.name in needed_at("f8802037a")}
-    assert guarded == {"nonlinearize-grid", "int32-address-wrap"}, res["import"]
-    assert res["switched_off"] == {n: "applied" if n in applied else "upgrade-needed" if n in guarded
+    assert guarded == {"nonlinearize-grid", "int32-address-wrap", "linearize-misc"}, res["import"]
+    in_force = {f.name for f in all_fixes() if f.name in guarded and f.install}  # linearize-misc only reports
+    assert in_force == {"nonlinearize-grid", "int32-address-wrap"}
+    assert res["switched_off"] == {n: "applied" if n in applied else "upgrade-needed" if n in in_force
                                    else "disabled" for n in res["import"]}
     assert res["applied_again"] == res["import"]
     assert res["defective_applied_again"] == dict.fromkeys(applied, False)
