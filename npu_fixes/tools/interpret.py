@@ -284,6 +284,47 @@ def _any_block_shape() -> list[Any]:
             mock.patch.object(semantic.TritonSemantic, "arange", any_arange)]
 
 
+def _language_modules(fn: Any) -> frozenset[str]:
+    """The Triton language modules a JIT function's globals hold: those the interpreter
+    patches for it (``triton.runtime.interpreter._patch_lang``)."""
+    import triton.language as tl
+
+    return frozenset(v.__name__ for v in fn.__globals__.values()
+                     if isinstance(v, types.ModuleType) and v in (tl, tl.core))
+
+
+def _lazy_type_names() -> list[Any]:
+    """Patches that leave a tuple type's name, which Triton formats from its fields and
+    types for every tuple it makes (every tensor's shape, every broadcast), to be formatted
+    to the same text when first read; and that look up a Triton type's numpy dtype once."""
+    from triton.language import core
+    from triton.runtime import interpreter
+
+    if "__getattr__" not in vars(core.tuple_type):  # kept: it serves only a name not yet formatted
+        def name_when_read(self: Any, attr: str) -> Any:
+            if attr != "name":
+                raise AttributeError(f"{type(self).__name__!r} object has no attribute {attr!r}")
+            self.name = "[" + ",".join([f"{k}:{v}" for k, v in zip(self.fields, self.types)]) + "]"
+            return self.name
+
+        core.tuple_type.__getattr__ = name_when_read
+
+    def unnamed(self: Any, types: Any, fields: Any = None) -> None:
+        self.types = types
+        self.fields = fields or [""] * len(types)
+
+    np_dtype, np_dtypes = interpreter._get_np_dtype, {}
+
+    def cached_np_dtype(tt_dtype: Any) -> Any:  # a block's is its element's
+        scalar = tt_dtype.scalar
+        if scalar.name not in np_dtypes:
+            np_dtypes[scalar.name] = np_dtype(scalar)
+        return np_dtypes[scalar.name]
+
+    return [mock.patch.object(core.tuple_type, "__init__", unnamed),
+            mock.patch.object(interpreter, "_get_np_dtype", cached_np_dtype)]
+
+
 class OutOfBounds(RuntimeError):
     """A kernel read or wrote memory outside every buffer it was given."""
 
@@ -345,22 +386,45 @@ def interpret(function: Callable[..., Any], grid: tuple[int, int, int], kwargs: 
     from triton.runtime import interpreter
     from triton.runtime.jit import JITFunction
 
-    patch_lang, scopes = interpreter._patch_lang, []
+    patch_lang, scopes, patched, modules = interpreter._patch_lang, [], set(), {}
+
+    def language_modules(fn: Any) -> frozenset[str]:
+        if fn not in modules:
+            modules[fn] = _language_modules(fn)
+        return modules[fn]
 
     def recorded(fn: Any) -> Any:
-        scopes.append(patch_lang(fn))
-        return scopes[-1]
+        """Triton's patching of the language modules for ``fn``. A device function's
+        patches stay until the launch's own are restored, and are undone first."""
+        scope = patch_lang(fn)
+        patched.update(language_modules(fn))
+        if not scopes:
+            restore = scope.restore
+
+            def restore_all() -> None:
+                while len(scopes) > 1:
+                    scopes.pop().restore()
+                restore()
+                patched.clear()
+
+            scope.restore = restore_all
+        scopes.append(scope)
+        return scope
 
     def nested(self: Any, *args: Any, **kw: Any) -> Any:
         for extra in _ASCEND_KEYWORDS.get((self.fn.__module__, self.fn.__name__), ()):
             if extra not in inspect.signature(self.fn).parameters:
                 kw.pop(extra, None)
-        mark = len(scopes)
-        try:
+        if not language_modules(self.fn) <= patched:
             return interpreter.InterpretedFunction(self.fn)(*args, **kw)
-        finally:  # Triton leaves what a nested call patched in the language modules
-            while len(scopes) > mark:
-                scopes.pop().restore()
+        # What Triton's device-function call would do again is only the call.
+        rewritten = interpreter.InterpretedFunction.rewritten_fn.get(self.fn)
+        if rewritten is None:
+            rewritten = interpreter.InterpretedFunction(self.fn).rewrite()
+        try:
+            return rewritten(*args, **kw)
+        except Exception as e:
+            raise interpreter.InterpreterError(repr(e)) from e
 
     patch_tensor = interpreter._patch_lang_tensor
 
@@ -379,7 +443,7 @@ def interpret(function: Callable[..., Any], grid: tuple[int, int, int], kwargs: 
             builder, "options", dataclasses.replace(builder.options, sanitize_overflow=False)))
         stack.enter_context(mock.patch.object(JITFunction, "__call__", nested))
         stack.enter_context(mock.patch.object(interpreter, "_patch_lang_tensor", index_by_item))
-        for patch in (*_any_block_shape(), *_bounds_checked(builder, kwargs, function.__name__, busy)):
+        for patch in (*_any_block_shape(), *_lazy_type_names(), *_bounds_checked(builder, kwargs, function.__name__, busy)):
             stack.enter_context(patch)
         if order is not None:
             programs = [(x, y, z) for x in range(grid[0]) for y in range(grid[1]) for z in range(grid[2])]
