@@ -10,6 +10,10 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 source scripts/setup.sh
 NOX=("$VENV/bin/nox" -f noxfile.py)
+# One Inductor cache for every row of this run (tests/conftest.py: INDUCTOR_CACHE), made
+# afresh: the C++ builds and the CPU's vector ISA probe (9 s of gcc) are paid once, not per row.
+export PYTEST_NPU_FIXES_INDUCTOR_CACHE="$PWD/.cache/inductor-run"
+rm -rf "$PYTEST_NPU_FIXES_INDUCTOR_CACHE" && mkdir -p "$PYTEST_NPU_FIXES_INDUCTOR_CACHE"
 if [ "$#" -gt 0 ]; then
   exec "${NOX[@]}" -s none -- "$@"
 fi

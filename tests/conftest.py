@@ -110,7 +110,8 @@ def _base_env() -> dict[str, str]:
 
 
 #: The test programs' Inductor cache folder: one per test session, made by the process that
-#: starts first (pytest-xdist's workers inherit it), removed by that process at the end.
+#: starts first (pytest-xdist's workers inherit it), removed by that process at the end;
+#: or one given in this variable (``scripts/test.sh`` gives every matrix row one).
 INDUCTOR_CACHE = "PYTEST_NPU_FIXES_INDUCTOR_CACHE"
 _OWN_CACHE: list[str] = []
 

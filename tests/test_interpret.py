@@ -12,7 +12,13 @@ import triton
 import triton.language as tl
 from triton.runtime.jit import JITFunction
 
-from npu_fixes.tools.interpret import InterpretedBinary, OutOfBounds, interpret, language_modules
+from npu_fixes.tools.interpret import (
+    InterpretedBinary,
+    OutOfBounds,
+    interpret,
+    language_modules,
+    types_named_when_read,
+)
 
 #: triton-ascend's libdevice and extension module as kernels see them on the interpreter device.
 libdevice = language_modules()["triton.language.extra.cann"].libdevice
@@ -52,6 +58,63 @@ def _odd_lanes(in_ptr, out_ptr):
     lanes = tl.load(in_ptr + rows * 8 + tl.arange(0, 8)[None, :])  # a [4, 8] tile
     picked = extract_slice(lanes, [0, 1], [4, 3], [1, 2])  # lanes 1, 3, 5 of each row
     tl.store(out_ptr + rows * 3 + tl.arange(0, 3)[None, :], picked)
+
+
+@triton.jit
+def _row_max_twice(in_ptr, out_ptr, BLOCK: tl.constexpr):
+    rows = tl.arange(0, 4)[:, None]
+    total = tl.zeros([4], tl.float32)
+    for half in range(2):  # tl.max (a JIT helper of a module holding only triton.language.core), twice
+        lanes = half * BLOCK + tl.arange(0, BLOCK)[None, :]
+        total += tl.max(tl.load(in_ptr + rows * 2 * BLOCK + lanes), 1)
+    tl.store(out_ptr + tl.arange(0, 4), total)
+
+
+def _language_attributes() -> dict[str, object]:
+    """Every attribute of the language modules and the tensor class the interpreter patches."""
+    return {f"{owner.__name__}.{name}": value
+            for owner in (tl, tl.core, tl.math, tl.tensor, tl.dtype) for name, value in vars(owner).items()}
+
+
+def test_device_functions_run_as_called_and_the_language_is_restored(monkeypatch):
+    """A helper seen by other language modules than the kernel's is patched for at its first
+    call and run without patching again after; every patch is gone once the launch ends."""
+    from triton.runtime import interpreter
+
+    patch_lang, patched_for = interpreter._patch_lang, []
+    monkeypatch.setattr(interpreter, "_patch_lang", lambda fn: patched_for.append(fn.__name__) or patch_lang(fn))
+    before = _language_attributes()
+    x, out = torch.randn(4, 16), torch.zeros(4)
+    interpret(_row_max_twice.fn, (1, 1, 1), {"in_ptr": x, "out_ptr": out, "BLOCK": 8})
+    # tl.zeros is patched for (it sees triton.language.core too); both tl.max calls, which
+    # see the same modules, are not
+    assert patched_for == ["_row_max_twice", "zeros"]
+    assert torch.equal(out, x[:, :8].amax(1) + x[:, 8:].amax(1))
+    after = _language_attributes()
+    assert [k for k in before if after.get(k) is not before[k]] == []
+
+
+def test_types_named_when_read_give_the_names_triton_formats():
+    from triton.language import core
+    from triton.runtime import interpreter
+
+    def made() -> list[object]:
+        shape = core.tuple([core.constexpr(4), core.constexpr(8)])
+        return [shape.type, core.tuple([shape, core.constexpr(2)]).type,
+                core.tuple_type([tl.float32, tl.pointer_type(tl.int64)], ["a", "b"])]
+
+    def dtypes() -> list[object]:
+        return [interpreter._get_np_dtype(t) for t in
+                (tl.float32, tl.pointer_type(tl.float16), tl.block_type(tl.int8, [4]),
+                 tl.block_type(tl.pointer_type(tl.int8), [4]), tl.bfloat16)]
+
+    eager, eager_dtypes, init = made(), dtypes(), core.tuple_type.__init__
+    with types_named_when_read():
+        lazy = made()
+        assert all("name" not in vars(t) for t in lazy)  # not formatted yet
+        assert dtypes() == eager_dtypes
+    assert [str(t) for t in lazy] == [t.name for t in eager] and lazy == eager
+    assert core.tuple_type.__init__ is init and "name" in vars(made()[0])
 
 
 def test_extract_slice_takes_offset_size_and_stride_per_dim():

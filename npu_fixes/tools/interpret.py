@@ -284,7 +284,7 @@ def _any_block_shape() -> list[Any]:
             mock.patch.object(semantic.TritonSemantic, "arange", any_arange)]
 
 
-def _language_modules(fn: Any) -> frozenset[str]:
+def _langs_seen_by(fn: Any) -> frozenset[str]:
     """The Triton language modules a JIT function's globals hold: those the interpreter
     patches for it (``triton.runtime.interpreter._patch_lang``)."""
     import triton.language as tl
@@ -293,10 +293,13 @@ def _language_modules(fn: Any) -> frozenset[str]:
                      if isinstance(v, types.ModuleType) and v in (tl, tl.core))
 
 
-def _lazy_type_names() -> list[Any]:
-    """Patches that leave a tuple type's name, which Triton formats from its fields and
-    types for every tuple it makes (every tensor's shape, every broadcast), to be formatted
-    to the same text when first read; and that look up a Triton type's numpy dtype once."""
+@contextlib.contextmanager
+def types_named_when_read() -> Iterator[None]:
+    """While open, a tuple type's name, which Triton formats from its fields and types for
+    every tuple it makes (every tensor's shape, every broadcast), is formatted to the same
+    text when first read, and a Triton type's numpy dtype is looked up once: about a
+    fifth of the interpreter's time. For interpreted kernels only: the compiler changes a
+    tuple type's types after making it."""
     from triton.language import core
     from triton.runtime import interpreter
 
@@ -304,7 +307,8 @@ def _lazy_type_names() -> list[Any]:
         def name_when_read(self: Any, attr: str) -> Any:
             if attr != "name":
                 raise AttributeError(f"{type(self).__name__!r} object has no attribute {attr!r}")
-            self.name = "[" + ",".join([f"{k}:{v}" for k, v in zip(self.fields, self.types)]) + "]"
+            pairs = zip(self.fields, self.types, strict=False)  # Triton's zip, as it formats it
+            self.name = "[" + ",".join([f"{k}:{v}" for k, v in pairs]) + "]"
             return self.name
 
         core.tuple_type.__getattr__ = name_when_read
@@ -321,8 +325,9 @@ def _lazy_type_names() -> list[Any]:
             np_dtypes[scalar.name] = np_dtype(scalar)
         return np_dtypes[scalar.name]
 
-    return [mock.patch.object(core.tuple_type, "__init__", unnamed),
-            mock.patch.object(interpreter, "_get_np_dtype", cached_np_dtype)]
+    with mock.patch.object(core.tuple_type, "__init__", unnamed), \
+            mock.patch.object(interpreter, "_get_np_dtype", cached_np_dtype):
+        yield
 
 
 class OutOfBounds(RuntimeError):
@@ -386,18 +391,13 @@ def interpret(function: Callable[..., Any], grid: tuple[int, int, int], kwargs: 
     from triton.runtime import interpreter
     from triton.runtime.jit import JITFunction
 
-    patch_lang, scopes, patched, modules = interpreter._patch_lang, [], set(), {}
-
-    def language_modules(fn: Any) -> frozenset[str]:
-        if fn not in modules:
-            modules[fn] = _language_modules(fn)
-        return modules[fn]
+    patch_lang, scopes, patched = interpreter._patch_lang, [], set()
 
     def recorded(fn: Any) -> Any:
         """Triton's patching of the language modules for ``fn``. A device function's
         patches stay until the launch's own are restored, and are undone first."""
         scope = patch_lang(fn)
-        patched.update(language_modules(fn))
+        patched.update(_langs_seen_by(fn))
         if not scopes:
             restore = scope.restore
 
@@ -411,20 +411,24 @@ def interpret(function: Callable[..., Any], grid: tuple[int, int, int], kwargs: 
         scopes.append(scope)
         return scope
 
-    def nested(self: Any, *args: Any, **kw: Any) -> Any:
-        for extra in _ASCEND_KEYWORDS.get((self.fn.__module__, self.fn.__name__), ()):
-            if extra not in inspect.signature(self.fn).parameters:
-                kw.pop(extra, None)
-        if not language_modules(self.fn) <= patched:
-            return interpreter.InterpretedFunction(self.fn)(*args, **kw)
-        # What Triton's device-function call would do again is only the call.
-        rewritten = interpreter.InterpretedFunction.rewritten_fn.get(self.fn)
-        if rewritten is None:
-            rewritten = interpreter.InterpretedFunction(self.fn).rewrite()
+    device_call = interpreter.InterpretedFunction.__call__
+
+    def called(self: Any, *args: Any, **kw: Any) -> Any:
+        """A device function called: patched for as Triton does, unless the language
+        modules it sees are patched for the launch already; then only the call is left."""
+        if not _langs_seen_by(self.fn) <= patched:
+            return device_call(self, *args, **kw)
+        rewritten = interpreter.InterpretedFunction.rewritten_fn.get(self.fn) or self.rewrite()
         try:
             return rewritten(*args, **kw)
         except Exception as e:
             raise interpreter.InterpreterError(repr(e)) from e
+
+    def nested(self: Any, *args: Any, **kw: Any) -> Any:  # a JIT helper made for compiled kernels
+        for extra in _ASCEND_KEYWORDS.get((self.fn.__module__, self.fn.__name__), ()):
+            if extra not in inspect.signature(self.fn).parameters:
+                kw.pop(extra, None)
+        return called(interpreter.InterpretedFunction(self.fn), *args, **kw)
 
     patch_tensor = interpreter._patch_lang_tensor
 
@@ -442,8 +446,10 @@ def interpret(function: Callable[..., Any], grid: tuple[int, int, int], kwargs: 
         stack.enter_context(mock.patch.object(
             builder, "options", dataclasses.replace(builder.options, sanitize_overflow=False)))
         stack.enter_context(mock.patch.object(JITFunction, "__call__", nested))
+        stack.enter_context(mock.patch.object(interpreter.InterpretedFunction, "__call__", called))
         stack.enter_context(mock.patch.object(interpreter, "_patch_lang_tensor", index_by_item))
-        for patch in (*_any_block_shape(), *_lazy_type_names(), *_bounds_checked(builder, kwargs, function.__name__, busy)):
+        stack.enter_context(types_named_when_read())
+        for patch in (*_any_block_shape(), *_bounds_checked(builder, kwargs, function.__name__, busy)):
             stack.enter_context(patch)
         if order is not None:
             programs = [(x, y, z) for x in range(grid[0]) for y in range(grid[1]) for z in range(grid[2])]
