@@ -94,27 +94,34 @@ def test_device_functions_run_as_called_and_the_language_is_restored(monkeypatch
     assert [k for k in before if after.get(k) is not before[k]] == []
 
 
-def test_types_named_when_read_give_the_names_triton_formats():
+def test_types_named_when_read_give_the_types_triton_makes():
     from triton.language import core
     from triton.runtime import interpreter
 
     def made() -> list[object]:
         shape = core.tuple([core.constexpr(4), core.constexpr(8)])
+        block = tl.block_type(tl.float32, [4, core.constexpr(8)])
         return [shape.type, core.tuple([shape, core.constexpr(2)]).type,
-                core.tuple_type([tl.float32, tl.pointer_type(tl.int64)], ["a", "b"])]
+                core.tuple_type([tl.float32, tl.pointer_type(tl.int64)], ["a", "b"]),
+                block, block.with_element_ty(tl.int1), tl.block_type(tl.pointer_type(tl.int8), shape)]
 
     def dtypes() -> list[object]:
         return [interpreter._get_np_dtype(t) for t in
                 (tl.float32, tl.pointer_type(tl.float16), tl.block_type(tl.int8, [4]),
                  tl.block_type(tl.pointer_type(tl.int8), [4]), tl.bfloat16)]
 
-    eager, eager_dtypes, init = made(), dtypes(), core.tuple_type.__init__
+    eager, eager_dtypes = made(), dtypes()
+    inits = core.tuple_type.__init__, core.block_type.__init__
     with types_named_when_read():
         lazy = made()
         assert all("name" not in vars(t) for t in lazy)  # not formatted yet
         assert dtypes() == eager_dtypes
+        with pytest.raises(TypeError, match="0d block_type is forbidden"):
+            tl.block_type(tl.float32, [])
     assert [str(t) for t in lazy] == [t.name for t in eager] and lazy == eager
-    assert core.tuple_type.__init__ is init and "name" in vars(made()[0])
+    assert all(vars(a) == vars(b) for a, b in zip(lazy, eager, strict=True))  # names read above
+    assert all(type(t.shape) is core.tuple for t in lazy[3:])  # block shapes: Triton's tuple
+    assert (core.tuple_type.__init__, core.block_type.__init__) == inits and "name" in vars(made()[3])
 
 
 def test_extract_slice_takes_offset_size_and_stride_per_dim():

@@ -295,27 +295,36 @@ def _langs_seen_by(fn: Any) -> frozenset[str]:
 
 @contextlib.contextmanager
 def types_named_when_read() -> Iterator[None]:
-    """While open, a tuple type's name, which Triton formats from its fields and types for
-    every tuple it makes (every tensor's shape, every broadcast), is formatted to the same
-    text when first read, and a Triton type's numpy dtype is looked up once: about a
-    fifth of the interpreter's time. For interpreted kernels only: the compiler changes a
-    tuple type's types after making it."""
+    """While open, the name of a tuple or block type, which Triton formats for every type
+    it makes (every tensor's shape, every broadcast), is formatted to the same text when
+    first read, and a Triton type's numpy dtype is looked up once: about a quarter of the
+    interpreter's time. For interpreted kernels only: the compiler changes a tuple type's
+    types after making it."""
     from triton.language import core
     from triton.runtime import interpreter
 
-    if "__getattr__" not in vars(core.tuple_type):  # kept: it serves only a name not yet formatted
-        def name_when_read(self: Any, attr: str) -> Any:
-            if attr != "name":
-                raise AttributeError(f"{type(self).__name__!r} object has no attribute {attr!r}")
-            pairs = zip(self.fields, self.types, strict=False)  # Triton's zip, as it formats it
-            self.name = "[" + ",".join([f"{k}:{v}" for k, v in pairs]) + "]"
-            return self.name
+    def tuple_name(self: Any) -> str:
+        pairs = zip(self.fields, self.types, strict=False)  # Triton's zip, as it formats it
+        return "[" + ",".join([f"{k}:{v}" for k, v in pairs]) + "]"
 
-        core.tuple_type.__getattr__ = name_when_read
+    def block_name(self: Any) -> str:
+        return f"<{self.shape}, {self.element_ty}>"
 
-    def unnamed(self: Any, types: Any, fields: Any = None) -> None:
+    for cls, name in ((core.tuple_type, tuple_name), (core.block_type, block_name)):
+        if "__getattr__" not in vars(cls):  # kept: it serves only a name not yet formatted
+            cls.__getattr__ = _formatted_when_read(name)
+
+    def unnamed_tuple(self: Any, types: Any, fields: Any = None) -> None:
         self.types = types
         self.fields = fields or [""] * len(types)
+
+    def unnamed_block(self: Any, element_ty: Any, shape: Any) -> None:  # core's tuple, as there
+        self.element_ty = element_ty
+        assert isinstance(shape, (list, core.tuple))
+        self.shape = core.tuple(core._unwrap_shape(shape))
+        if not self.shape:
+            raise TypeError("0d block_type is forbidden")
+        self.numel = core.validate_block_shape(self.shape)
 
     np_dtype, np_dtypes = interpreter._get_np_dtype, {}
 
@@ -325,9 +334,21 @@ def types_named_when_read() -> Iterator[None]:
             np_dtypes[scalar.name] = np_dtype(scalar)
         return np_dtypes[scalar.name]
 
-    with mock.patch.object(core.tuple_type, "__init__", unnamed), \
+    with mock.patch.object(core.tuple_type, "__init__", unnamed_tuple), \
+            mock.patch.object(core.block_type, "__init__", unnamed_block), \
             mock.patch.object(interpreter, "_get_np_dtype", cached_np_dtype):
         yield
+
+
+def _formatted_when_read(format_name: Callable[[Any], str]) -> Callable[[Any, str], Any]:
+    """A ``__getattr__`` that formats a missing ``name`` with ``format_name`` (and keeps it)."""
+    def name_when_read(self: Any, attr: str) -> Any:
+        if attr != "name":
+            raise AttributeError(f"{type(self).__name__!r} object has no attribute {attr!r}")
+        self.name = format_name(self)
+        return self.name
+
+    return name_when_read
 
 
 class OutOfBounds(RuntimeError):
