@@ -297,7 +297,7 @@ def _langs_seen_by(fn: Any) -> frozenset[str]:
 def types_named_when_read() -> Iterator[None]:
     """While open, the name of a tuple or block type, which Triton formats for every type
     it makes (every tensor's shape, every broadcast), is formatted to the same text when
-    first read, and a Triton type's numpy dtype is looked up once: about a quarter of the
+    first read, and a Triton type's numpy dtype is looked up once: about a fifth of the
     interpreter's time. For interpreted kernels only: the compiler changes a tuple type's
     types after making it."""
     from triton.language import core
@@ -439,7 +439,7 @@ def interpret(function: Callable[..., Any], grid: tuple[int, int, int], kwargs: 
         modules it sees are patched for the launch already; then only the call is left."""
         if not _langs_seen_by(self.fn) <= patched:
             return device_call(self, *args, **kw)
-        rewritten = interpreter.InterpretedFunction.rewritten_fn.get(self.fn) or self.rewrite()
+        rewritten = self.rewrite()  # made once per function
         try:
             return rewritten(*args, **kw)
         except Exception as e:
