@@ -64,7 +64,7 @@ def _odd_lanes(in_ptr, out_ptr):
 def _row_max_twice(in_ptr, out_ptr, BLOCK: tl.constexpr):
     rows = tl.arange(0, 4)[:, None]
     total = tl.zeros([4], tl.float32)
-    for half in range(2):  # tl.max (a JIT helper of a module holding only triton.language.core), twice
+    for half in range(2):  # tl.max, a JIT helper of triton.language.standard, twice
         lanes = half * BLOCK + tl.arange(0, BLOCK)[None, :]
         total += tl.max(tl.load(in_ptr + rows * 2 * BLOCK + lanes), 1)
     tl.store(out_ptr + tl.arange(0, 4), total)

@@ -4,6 +4,8 @@ there, each test module runs with the interpreter's type names formatted when re
 
 from __future__ import annotations
 
+import contextlib
+
 import pytest
 import torch
 
@@ -12,8 +14,5 @@ from npu_fixes.tools.interpret import types_named_when_read
 
 @pytest.fixture(autouse=True, scope="module")
 def interpreter_types_named_when_read():
-    if torch.cuda.is_available():
-        yield
-        return
-    with types_named_when_read():
+    with contextlib.nullcontext() if torch.cuda.is_available() else types_named_when_read():
         yield
