@@ -159,6 +159,33 @@ def test_interpret_shows_min2_propagate_nan_at_model_level(genuine, where, fixes
     assert ("min2-propagate-nan" in record["fixes"]) is (fixes == "all")
 
 
+#: What the interpreter's bounds check stops rsplit-outer's kernel with: the fused kernel's
+#: pointwise output (the gradient copied transposed) stored into the split's workspace.
+RSPLIT_OUTER = ("OutOfBounds('triton_unk_fused_sum_t_view_8: a store outside every buffer passed to the kernel"
+                " (52 of 416 addresses)')")
+
+
+@pytest.mark.parametrize("state, fixes, passed", [
+    ("8bfbb9ed1", "none", False), ("8bfbb9ed1", "all", True), ("8bfbb9ed1", "all-but-rsplit-outer", False),
+    ("95c9094da", "none", True),
+])
+def test_interpret_shows_rsplit_outer_at_model_level(genuine, state, fixes, passed):
+    """One step of a tagger at BERT-base width over 4 x 512 words whose backward fuses the
+    2048 x 768 gradient's transposed copy into the OUTER sum of its bias, as hf_Bert's did.
+    Before 95c9094da the backend splits that kernel across cores all the same, and its
+    pointwise store goes where the split puts the sum: past the end of the workspace, which
+    the interpreter refuses (on the NPU, a write into whatever lies there). With
+    rsplit-outer the split is refused and the step equals eager; 95c9094da refuses it as
+    built."""
+    proc, record = interpreted_run(genuine, state, fixes, "FeatureMajorTagger")
+    assert proc.returncode == (0 if passed else 1) and record["passed"] is passed, proc.stdout + proc.stderr
+    if passed:
+        assert record["max_error"] < 1e-3
+    else:
+        assert record["error"] == f"InterpreterError: {RSPLIT_OUTER}", record
+    assert ("rsplit-outer" in record["fixes"]) is (fixes == "all")
+
+
 #: DistilBERT's backward at 4 x 512 tokens where the dual-view fold leaves a look-alike symbol.
 DUALVIEW = "InductorError: AssertionError: Unregistered range symbol: r0_1"
 

@@ -301,6 +301,37 @@ def _distilbert_long(device: Any, seed: int) -> tuple[Any, dict[str, Any]]:
     return _adapted(model, ("logits",)), inputs
 
 
+def _feature_major_tagger(device: Any, seed: int) -> tuple[Any, dict[str, Any]]:
+    """A tagger at BERT-base width (768 features) over 4 sentences of 512 words whose dense
+    layer is computed feature-major (``weight @ x.T``, one column per word, as a 1x1
+    convolution over the words lays it out), then turned back to one row per word and given
+    its bias, broadcast over batch and words. The backward copies the 2048 x 768 gradient
+    transposed for the weight's matmul and sums it over the 2048 words for the bias: one
+    OUTER reduction kernel with a pointwise output fused in, as in hf_Bert's backward."""
+    import torch
+    from torch import nn
+
+    torch.manual_seed(seed)
+    batch, words, hidden, tags = 4, 512, 768, 8
+
+    class FeatureMajorTagger(nn.Module):
+        def __init__(self) -> None:
+            super().__init__()
+            self.embed = nn.Embedding(VOCAB, hidden)
+            self.encode = nn.Linear(hidden, hidden)
+            self.dense = nn.Linear(hidden, hidden)
+            self.tagger = nn.Linear(hidden, tags)
+
+        def forward(self, words: Any, target: Any) -> dict:
+            x = self.encode(self.embed(words)).tanh()
+            bias = self.dense.bias.expand(x.shape)
+            feature_major = self.dense.weight @ x.reshape(-1, hidden).t()
+            logits = self.tagger(feature_major.t().reshape(x.shape) + bias)
+            return {"loss": nn.functional.cross_entropy(logits.reshape(-1, tags), target.reshape(-1)),
+                    "logits": logits}
+
+    return FeatureMajorTagger().to(device), _tagging(device, seed, tags, (batch, words), lowest=0)
+
 #: Model name -> builder ``(device, seed) -> (model, inputs)``, in the reports' order.
 MODELS: dict[str, Callable[[Any, int], tuple[Any, dict[str, Any]]]] = {
     "BERT_pytorch": _bert_pytorch,
@@ -331,6 +362,7 @@ MODELS: dict[str, Callable[[Any, int], tuple[Any, dict[str, Any]]]] = {
     "MaskDropoutTagger": _mask_dropout_tagger,
     "MinPoolClassifier": _min_pool_classifier,
     "DistilBertForMaskedLM_4x512": _distilbert_long,
+    "FeatureMajorTagger": _feature_major_tagger,
     "RobertaForQuestionAnswering": _hf("RobertaConfig", "RobertaForQuestionAnswering", "qa",
                                        **{**_SMALL, "max_position_embeddings": SEQ + 4}),
 }
