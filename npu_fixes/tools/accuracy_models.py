@@ -305,9 +305,10 @@ def _feature_major_tagger(device: Any, seed: int) -> tuple[Any, dict[str, Any]]:
     """A tagger at BERT-base width (768 features) over 4 sentences of 512 words whose dense
     layer is computed feature-major (``weight @ x.T``, one column per word, as a 1x1
     convolution over the words lays it out), then turned back to one row per word and given
-    its bias, broadcast over batch and words. The backward copies the 2048 x 768 gradient
-    transposed for the weight's matmul and sums it over the 2048 words for the bias: one
-    OUTER reduction kernel with a pointwise output fused in, as in hf_Bert's backward."""
+    its bias, expanded over batch and words before the matmul. The backward copies the
+    2048 x 768 gradient transposed for the weight's matmul, then sums it over the 2048 words
+    for the bias: one OUTER reduction kernel with a pointwise output fused in before the
+    sum, as in hf_Bert's backward."""
     import torch
     from torch import nn
 
@@ -331,6 +332,7 @@ def _feature_major_tagger(device: Any, seed: int) -> tuple[Any, dict[str, Any]]:
                     "logits": logits}
 
     return FeatureMajorTagger().to(device), _tagging(device, seed, tags, (batch, words), lowest=0)
+
 
 #: Model name -> builder ``(device, seed) -> (model, inputs)``, in the reports' order.
 MODELS: dict[str, Callable[[Any, int], tuple[Any, dict[str, Any]]]] = {
