@@ -4,8 +4,10 @@ backends' generated kernels: tests/fixes/test_rsplit_nested_range.py and test_rs
 
 from __future__ import annotations
 
+import math
 import random
 
+import numpy as np
 import pytest
 import torch
 import triton
@@ -16,8 +18,8 @@ from npu_fixes.tools.interpret import (
     InterpretedBinary,
     OutOfBounds,
     interpret,
+    interpreter_fast_paths,
     language_modules,
-    types_named_when_read,
 )
 
 #: triton-ascend's libdevice and extension module as kernels see them on the interpreter device.
@@ -94,8 +96,8 @@ def test_device_functions_run_as_called_and_the_language_is_restored(monkeypatch
     assert [k for k in before if after.get(k) is not before[k]] == []
 
 
-def test_types_named_when_read_give_the_types_triton_makes():
-    from triton.language import core
+def test_interpreter_fast_paths_give_the_types_and_tensors_triton_makes():
+    from triton.language import core, semantic
     from triton.runtime import interpreter
 
     def made() -> list[object]:
@@ -103,25 +105,55 @@ def test_types_named_when_read_give_the_types_triton_makes():
         block = tl.block_type(tl.float32, [4, core.constexpr(8)])
         return [shape.type, core.tuple([shape, core.constexpr(2)]).type,
                 core.tuple_type([tl.float32, tl.pointer_type(tl.int64)], ["a", "b"]),
-                block, block.with_element_ty(tl.int1), tl.block_type(tl.pointer_type(tl.int8), shape)]
+                block, block.with_element_ty(tl.int1), tl.block_type(tl.pointer_type(tl.int8), shape),
+                tl.block_type(tl.int8, [4, 8])]
 
     def dtypes() -> list[object]:
         return [interpreter._get_np_dtype(t) for t in
                 (tl.float32, tl.pointer_type(tl.float16), tl.block_type(tl.int8, [4]),
                  tl.block_type(tl.pointer_type(tl.int8), [4]), tl.bfloat16)]
 
+    def tensors(types: list[object]) -> list[tuple[object, object, object]]:
+        made = [core.tensor(None, t) for t in [*types[3:], tl.float32]]
+        return [(t.shape, t.numel, t.dtype) for t in made]
+
+    def broadcasts() -> list[list[tuple[object, object, bool]]]:
+        """Triton's broadcast of operand pairs: each result's type, values, and whether it
+        is the operand itself (two of one shape, two scalars) or a new tensor."""
+        semantics = semantic.TritonSemantic(interpreter.interpreter_builder)
+
+        def operand(shape: list[int]) -> core.tensor:
+            data = np.arange(math.prod(shape), dtype=np.float32).reshape(shape)
+            return core.tensor(interpreter.TensorHandle(data, tl.float32),
+                               tl.block_type(tl.float32, shape) if shape else tl.float32)
+
+        pairs = [([4, 8], [4, 8]), ([], []), ([4, 8], [1, 8]), ([4, 8], [8]), ([4, 8], [])]
+        out = []
+        for shapes in pairs:
+            operands = [operand(shape) for shape in shapes]
+            results = semantics.broadcast_impl_value(*operands)
+            out.append([(r.type, r.handle.data.tolist(), r is o) for r, o in zip(results, operands, strict=True)])
+        return out
+
     eager, eager_dtypes = made(), dtypes()
-    inits = core.tuple_type.__init__, core.block_type.__init__
-    with types_named_when_read():
+    eager_tensors, eager_broadcasts = tensors(eager), broadcasts()
+    inits = core.tuple_type.__init__, core.block_type.__init__, core.tensor.__init__
+    broadcast = semantic.TritonSemantic.broadcast_impl_value
+    with interpreter_fast_paths():
         lazy = made()
         assert all("name" not in vars(t) for t in lazy)  # not formatted yet
         assert dtypes() == eager_dtypes
+        assert tensors(lazy) == eager_tensors
+        assert lazy[6].shape is lazy[4].shape and tensors(lazy)[3][0] is tensors(lazy)[1][0]  # shared
+        assert broadcasts() == eager_broadcasts
         with pytest.raises(TypeError, match="0d block_type is forbidden"):
             tl.block_type(tl.float32, [])
     assert [str(t) for t in lazy] == [t.name for t in eager] and lazy == eager
-    assert all(vars(a) == vars(b) for a, b in zip(lazy, eager, strict=True))  # names read above
+    assert all({k: v for k, v in vars(a).items() if k != "_tensor_view"} == vars(b)
+               for a, b in zip(lazy, eager, strict=True))  # names read above
     assert all(type(t.shape) is core.tuple for t in lazy[3:])  # block shapes: Triton's tuple
-    assert (core.tuple_type.__init__, core.block_type.__init__) == inits and "name" in vars(made()[3])
+    assert (core.tuple_type.__init__, core.block_type.__init__, core.tensor.__init__) == inits
+    assert semantic.TritonSemantic.broadcast_impl_value is broadcast and "name" in vars(made()[3])
 
 
 def test_extract_slice_takes_offset_size_and_stride_per_dim():

@@ -294,13 +294,14 @@ def _langs_seen_by(fn: Any) -> frozenset[str]:
 
 
 @contextlib.contextmanager
-def types_named_when_read() -> Iterator[None]:
-    """While open, the name of a tuple or block type, which Triton formats for every type
-    it makes (every tensor's shape, every broadcast), is formatted to the same text when
-    first read, and a Triton type's numpy dtype is looked up once: about a fifth of the
-    interpreter's time. For interpreted kernels only: the compiler changes a tuple type's
-    types after making it."""
-    from triton.language import core
+def interpreter_fast_paths() -> Iterator[None]:
+    """While open, Triton's type machinery does less for the same values: the name of a
+    tuple or block type, which Triton formats for every type it makes, is formatted when
+    first read; a Triton type's numpy dtype is looked up once; blocks of the same integer
+    dimensions share their shape objects (a block type's, and a tensor's of constexprs), as
+    scalar tensors do; and two operands of one shape, or two scalars, skip the broadcast.
+    For interpreted kernels only: the compiler changes a tuple type's types after making it."""
+    from triton.language import core, semantic
     from triton.runtime import interpreter
 
     def tuple_name(self: Any) -> str:
@@ -318,13 +319,45 @@ def types_named_when_read() -> Iterator[None]:
         self.types = types
         self.fields = fields or [""] * len(types)
 
+    #: integer dimensions -> (a block type's shape, its numel, a tensor's shape, its numel)
+    views: dict[tuple[int, ...], tuple[Any, int, Any, Any]] = {}
+
     def unnamed_block(self: Any, element_ty: Any, shape: Any) -> None:  # core's tuple, as there
         self.element_ty = element_ty
         assert isinstance(shape, (list, core.tuple))
-        self.shape = core.tuple(core._unwrap_shape(shape))
-        if not self.shape:
-            raise TypeError("0d block_type is forbidden")
-        self.numel = core.validate_block_shape(self.shape)
+        dims = shape.values if type(shape) is core.tuple else shape
+        key = tuple(dims) if all(type(d) is int for d in dims) else None
+        view = views.get(key) if key is not None else None
+        if view is None:
+            block_shape = core.tuple(core._unwrap_shape(shape))
+            if not block_shape:
+                raise TypeError("0d block_type is forbidden")
+            numel = core.validate_block_shape(block_shape)
+            tensor_shape = core.tuple([core.constexpr(d) for d in block_shape])
+            view = (block_shape, numel, tensor_shape, core.constexpr(numel))
+            if key is not None:
+                views[key] = view
+        self.shape, self.numel, self._tensor_view = view[0], view[1], view[2:]
+
+    scalar_view = (core.tuple([]), core.constexpr(1))
+    make_tensor = core.tensor.__init__
+
+    def tensor_of_shared_shape(self: Any, handle: Any, type: Any) -> None:
+        view = vars(type).get("_tensor_view") if type.is_block() else scalar_view
+        if view is None:  # a block type made before
+            make_tensor(self, handle, type)
+            return
+        self.handle, self.type, self.dtype = handle, type, type.scalar
+        self.shape, self.numel = view
+
+    broadcast = semantic.TritonSemantic.broadcast_impl_value
+
+    def broadcast_unless_alike(self: Any, lhs: Any, rhs: Any) -> tuple[Any, Any]:
+        """Two scalars, or two blocks of one shape, as they are (what Triton's returns)."""
+        left, right = lhs.type.is_block(), rhs.type.is_block()
+        if left is right and (not left or lhs.type.shape.values == rhs.type.shape.values):
+            return lhs, rhs
+        return broadcast(self, lhs, rhs)
 
     np_dtype, np_dtypes = interpreter._get_np_dtype, {}
 
@@ -336,6 +369,8 @@ def types_named_when_read() -> Iterator[None]:
 
     with mock.patch.object(core.tuple_type, "__init__", unnamed_tuple), \
             mock.patch.object(core.block_type, "__init__", unnamed_block), \
+            mock.patch.object(core.tensor, "__init__", tensor_of_shared_shape), \
+            mock.patch.object(semantic.TritonSemantic, "broadcast_impl_value", broadcast_unless_alike), \
             mock.patch.object(interpreter, "_get_np_dtype", cached_np_dtype):
         yield
 
@@ -469,7 +504,7 @@ def interpret(function: Callable[..., Any], grid: tuple[int, int, int], kwargs: 
         stack.enter_context(mock.patch.object(JITFunction, "__call__", nested))
         stack.enter_context(mock.patch.object(interpreter.InterpretedFunction, "__call__", called))
         stack.enter_context(mock.patch.object(interpreter, "_patch_lang_tensor", index_by_item))
-        stack.enter_context(types_named_when_read())
+        stack.enter_context(interpreter_fast_paths())
         for patch in (*_any_block_shape(), *_bounds_checked(builder, kwargs, function.__name__, busy)):
             stack.enter_context(patch)
         if order is not None:

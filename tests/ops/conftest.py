@@ -1,6 +1,6 @@
 """The cross entropy kernels run in Triton's interpreter where no CUDA GPU is present:
-there, each test module runs with the interpreter's type names formatted when read
-(``npu_fixes.tools.interpret.types_named_when_read``: the same values, less time)."""
+there, each test module runs with the interpreter's fast paths on
+(``npu_fixes.tools.interpret.interpreter_fast_paths``: the same values, less time)."""
 
 from __future__ import annotations
 
@@ -9,10 +9,10 @@ import contextlib
 import pytest
 import torch
 
-from npu_fixes.tools.interpret import types_named_when_read
+from npu_fixes.tools.interpret import interpreter_fast_paths
 
 
 @pytest.fixture(autouse=True, scope="module")
-def interpreter_types_named_when_read():
-    with contextlib.nullcontext() if torch.cuda.is_available() else types_named_when_read():
+def interpreter_fast_paths_on():
+    with contextlib.nullcontext() if torch.cuda.is_available() else interpreter_fast_paths():
         yield
