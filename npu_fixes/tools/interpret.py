@@ -299,7 +299,8 @@ def interpreter_fast_paths() -> Iterator[None]:
     tuple or block type, which Triton formats for every type it makes, is formatted when
     first read; a Triton type's numpy dtype is looked up once; blocks of the same integer
     dimensions share their shape objects (a block type's, and a tensor's of constexprs), as
-    scalar tensors do; and two operands of one shape, or two scalars, skip the broadcast.
+    scalar tensors do; and two operands of one shape, or two scalars, skip the broadcast,
+    and two blocks of one rank broadcast without Triton's comparisons of shape tuples.
     For interpreted kernels only: the compiler changes a tuple type's types after making it."""
     from triton.language import core, semantic
     from triton.runtime import interpreter
@@ -353,11 +354,23 @@ def interpreter_fast_paths() -> Iterator[None]:
     broadcast = semantic.TritonSemantic.broadcast_impl_value
 
     def broadcast_unless_alike(self: Any, lhs: Any, rhs: Any) -> tuple[Any, Any]:
-        """Two scalars, or two blocks of one shape, as they are (what Triton's returns)."""
+        """Two scalars, or two blocks of one shape, as they are; two blocks of one rank
+        broadcast as Triton's does it, without its tuple comparisons; else Triton's."""
         left, right = lhs.type.is_block(), rhs.type.is_block()
-        if left is right and (not left or lhs.type.shape.values == rhs.type.shape.values):
+        if left is not right:
+            return broadcast(self, lhs, rhs)
+        if not left or lhs.type.shape.values == rhs.type.shape.values:
             return lhs, rhs
-        return broadcast(self, lhs, rhs)
+        lhs_shape, rhs_shape = lhs.type.shape.values, rhs.type.shape.values
+        if len(lhs_shape) != len(rhs_shape):
+            return broadcast(self, lhs, rhs)  # new axes first
+        pairs = list(zip(lhs_shape, rhs_shape, strict=True))
+        if any(a != b and 1 not in (a, b) for a, b in pairs):
+            return broadcast(self, lhs, rhs)  # Triton's error
+        shape = [b if a == 1 else a for a, b in pairs]
+        return tuple(operand if operand.type.shape.values == shape else
+                     self.tensor(self.builder.create_broadcast(operand.handle, shape),
+                                 core.block_type(operand.type.scalar, shape)) for operand in (lhs, rhs))
 
     np_dtype, np_dtypes = interpreter._get_np_dtype, {}
 
