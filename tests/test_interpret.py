@@ -114,8 +114,7 @@ def test_interpreter_fast_paths_give_the_types_and_tensors_triton_makes():
                  tl.block_type(tl.pointer_type(tl.int8), [4]), tl.bfloat16)]
 
     def tensors(types: list[object]) -> list[tuple[object, object, object]]:
-        made = [core.tensor(None, t) for t in [*types[3:], tl.float32]]
-        return [(t.shape, t.numel, t.dtype) for t in made]
+        return [(t.shape, t.numel, t.dtype) for t in (core.tensor(None, ty) for ty in [*types[3:], tl.float32])]
 
     def broadcasts() -> list[list[tuple[object, object, bool]]]:
         """Triton's broadcast of operand pairs: each result's type, values, and whether it
