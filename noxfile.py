@@ -13,10 +13,13 @@ CPU, triton 3.6.0, npu_fixes); a row differs only in the torch_npu on ``PYTHONPA
   (``tests/prefix_copies.py``).
 
 Installed rows run ``tests/test_matrix.py``; genuine rows then run upstream's own regression
-tests as a peer suite (``tests/upstream_peer.py``). ``bash scripts/test.sh`` runs ``none``
-(pytest-xdist over every core), then the rows tagged ``matrix`` side by side; a maintainer
-runs one with ``.venv/bin/nox -s genuine-8bfbb9ed1`` (``-l`` lists them). For development,
-``nox -s unit`` (the in-process unit level) and ``nox -s fix -- <name>`` (one fix's tests);
+tests as a peer suite (``tests/upstream_peer.py``), which ``peer-<commit>`` runs alone.
+``bash scripts/test.sh`` runs ``none`` (pytest-xdist over every core; its
+``tests/test_matrix.py`` runs every installed row as well, in one test session, each row's
+programs with its torch_npu on their path), then the rows tagged ``peer`` side by side; a
+CI matrix or a maintainer runs one row with ``.venv/bin/nox -s genuine-8bfbb9ed1`` (``-l``
+lists them; the installed rows are tagged ``matrix``). For development, ``nox -s unit``
+(the in-process unit level) and ``nox -s fix -- <name>`` (one fix's tests);
 ``nox -s accuracy-table`` prints the model-level table in full.
 """
 
@@ -32,13 +35,12 @@ import nox
 
 REPO = Path(__file__).resolve().parent
 sys.path.insert(0, str(REPO))
-from tests import genuine_states, upstream_expectations  # noqa: E402
+from tests import genuine_states, matrix_rows, upstream_expectations  # noqa: E402
 
 nox.options.default_venv_backend = "none"
 PY = sys.executable  # the .venv's interpreter, which runs nox
 CACHE = REPO / ".cache"
 WHEELS = Path(os.environ.get("NPU_FIXES_WHEELS", CACHE / "wheels"))
-PINNED = ("2.12.0.post3", "2.13.0", "2.14.0")
 
 
 def wheel(version: str) -> Path:
@@ -48,17 +50,12 @@ def wheel(version: str) -> Path:
     return found[0]
 
 
-def installed(session: nox.Session, version: str, site: Path) -> Path:
-    """``site`` with the pinned wheel installed --no-deps (kept between runs): its files
-    unpacked where ``pip install --target`` puts those of a wheel without a ``.data``
-    folder, in a fifth of pip's time (0.9 s against 4.5 s on this 2-core machine)."""
-    if not (site / "torch_npu" / "__init__.py").is_file():
-        shutil.rmtree(site, ignore_errors=True)
-        with zipfile.ZipFile(wheel(version)) as archive:
-            if any(name.split("/", 1)[0].endswith(".data") for name in archive.namelist()):
-                session.error(f"{wheel(version)} has a .data folder: install it with pip")
-            archive.extractall(site)
-    return site
+def installed(session: nox.Session, row: str) -> Path:
+    """The site of ``row`` (``tests/matrix_rows.py``), kept in ``.cache`` between runs."""
+    try:
+        return matrix_rows.install(row, wheel, CACHE / f"site-{row.replace(':', '-')}")
+    except (ValueError, genuine_states.Unavailable) as exc:
+        session.error(str(exc))
 
 
 def run_matrix(session: nox.Session, row: str, site: Path) -> None:
@@ -119,9 +116,7 @@ def accuracy_table(session: nox.Session) -> None:
     npu_fixes, on CPU (about half an hour on 2 cores). Extra arguments go to the script."""
     backends = []
     for state in genuine_states.COMMITS:
-        site = installed(session, "2.13.0", CACHE / f"site-genuine-{state}")
-        genuine_states.replace_backend(site, genuine_states.source_of(state))
-        backends.append(f"{state}={site}")
+        backends.append(f"{state}={installed(session, f'genuine:{state}')}")
     backends += [f"wheel-{v}={wheel(v)}" for v in ("2.13.0", "2.14.0")]
     session.run(PY, "scripts/accuracy_table.py", *backends, *session.posargs,
                 env={"TORCH_DEVICE_BACKEND_AUTOLOAD": "0"})
@@ -129,19 +124,22 @@ def accuracy_table(session: nox.Session) -> None:
 
 def wheel_row(version: str):
     def row(session: nox.Session) -> None:
-        run_matrix(session, f"wheel:{version}", installed(session, version, CACHE / f"site-{version}"))
+        run_matrix(session, f"wheel:{version}", installed(session, f"wheel:{version}"))
     row.__doc__ = f"torch_npu {version} installed."
     return row
 
 
+def genuine_site(session: nox.Session, state: str) -> Path:
+    try:
+        genuine_states.source_of(state)
+    except genuine_states.Unavailable as exc:
+        session.skip(f"genuine state {state} not run: {exc}")
+    return installed(session, f"genuine:{state}")
+
+
 def genuine_row(state: str):
     def row(session: nox.Session) -> None:
-        try:
-            source = genuine_states.source_of(state)
-        except genuine_states.Unavailable as exc:
-            session.skip(f"genuine state {state} not run: {exc}")
-        site = installed(session, "2.13.0", CACHE / f"site-genuine-{state}")
-        genuine_states.replace_backend(site, source)  # always afresh: a tree may have changed
+        site = genuine_site(session, state)
         run_matrix(session, f"genuine:{state}", site)
         run_upstream_peer(session, f"genuine:{state}", site)
     row.__doc__ = (f"self-build at {state}: the 2.13.0 wheel with that triton_experimental."
@@ -150,19 +148,24 @@ def genuine_row(state: str):
     return row
 
 
+def peer_row(state: str):
+    def row(session: nox.Session) -> None:
+        run_upstream_peer(session, f"genuine:{state}", genuine_site(session, state))
+    row.__doc__ = f"upstream's own regression tests at genuine-{state}'s self-build (its second half)."
+    return row
+
+
 def prefix_row(defect: str):
     def row(session: nox.Session) -> None:
-        site = CACHE / f"site-prefix-{defect}"
-        shutil.rmtree(site, ignore_errors=True)
-        session.run(PY, "-m", "tests.prefix_copies", str(wheel("2.13.0")), str(site), "--defect", defect)
-        run_matrix(session, f"prefix:{defect}", site)
+        run_matrix(session, f"prefix:{defect}", installed(session, f"prefix:{defect}"))
     row.__doc__ = f"pre-fix copy of the 2.13.0 wheel with the {defect} defect alone."
     return row
 
 
-for _version in PINNED:
+for _version in matrix_rows.PINNED:
     nox.session(wheel_row(_version), name=f"wheel-{_version}", python=False, tags=["matrix"])
 for _state in (*genuine_states.COMMITS, genuine_states.OWN_TREE):
     nox.session(genuine_row(_state), name=f"genuine-{_state}", python=False, tags=["matrix"])
+    nox.session(peer_row(_state), name=f"peer-{_state}", python=False, tags=["peer"])
 for _defect in genuine_states.FIVE:
     nox.session(prefix_row(_defect), name=f"prefix-{_defect}", python=False, tags=["matrix"])

@@ -1,9 +1,11 @@
 #!/usr/bin/env bash
 # Set up everything on a fresh machine and run the tests: every row of the pinned-version
 # matrix in noxfile.py. First `none` (torch_npu absent, the full suite, pytest-xdist over
-# every core), then the rows tagged `matrix` (each pinned wheel, each genuine upstream state
-# of the backend, each pre-fix copy), as many at once as there are cores, each row's output
-# printed when it ends. One row at a time: `.venv/bin/nox -s genuine-8bfbb9ed1` (`-l` lists
+# every core; its tests/test_matrix.py runs every installed row too: each pinned wheel,
+# each genuine upstream state of the backend, each pre-fix copy, that row's torch_npu on
+# its programs' path), then the rows tagged `peer` (upstream's own regression tests at each
+# genuine state), as many at once as there are cores, each row's output printed when it
+# ends. One row in a session of its own: `.venv/bin/nox -s genuine-8bfbb9ed1` (`-l` lists
 # the rows).
 # Usage: bash scripts/test.sh [extra pytest args: then only the "none" row runs, with them]
 set -euo pipefail
@@ -20,9 +22,9 @@ fi
 "${NOX[@]}" -s none
 LOGS=.cache/logs
 rm -rf "$LOGS" && mkdir -p "$LOGS"
-"${NOX[@]}" -t matrix -l --json 2>/dev/null \
+"${NOX[@]}" -t peer -l --json 2>/dev/null \
   | "$PY" -c 'import json, sys; print("\n".join(s["session"] for s in json.load(sys.stdin)))' > "$LOGS/rows"
-echo "matrix rows, $(nproc) at a time: $(tr '\n' ' ' < "$LOGS/rows")"
+echo "peer rows, $(nproc) at a time: $(tr '\n' ' ' < "$LOGS/rows")"
 xargs -P "$(nproc)" -I{} sh -c '"$0" -f noxfile.py -s "$1" > "$2/$1.log" 2>&1; echo $? > "$2/$1.rc"' \
   "$VENV/bin/nox" {} "$LOGS" < "$LOGS/rows"
 failed=()
@@ -31,7 +33,7 @@ while read -r row; do
   [ "$(cat "$LOGS/$row.rc" 2>/dev/null)" = 0 ] || failed+=("$row")
 done < "$LOGS/rows"
 if [ "${#failed[@]}" -gt 0 ]; then
-  echo "matrix rows failed: ${failed[*]} (logs in $LOGS)" >&2
+  echo "peer rows failed: ${failed[*]} (logs in $LOGS)" >&2
   exit 1
 fi
-echo "all matrix rows passed: $(wc -l < "$LOGS/rows")"
+echo "all peer rows passed: $(wc -l < "$LOGS/rows")"

@@ -1,6 +1,7 @@
 """Pytest plugin: upstream's own regression tests as a peer suite of a genuine matrix row.
 
-``noxfile.py`` runs it after ``tests/test_matrix.py`` in each genuine row::
+``noxfile.py`` runs it after ``tests/test_matrix.py`` in each genuine row, and alone in
+``peer-<commit>``::
 
     python -m pytest -p tests.upstream_peer $NPU_FIXES_UPSTREAM/tests-5ff81d9c5
 
