@@ -26,9 +26,7 @@ lists them; the installed rows are tagged ``matrix``). For development, ``nox -s
 from __future__ import annotations
 
 import os
-import shutil
 import sys
-import zipfile
 from pathlib import Path
 
 import nox

@@ -131,8 +131,10 @@ def pytest_unconfigure(config: pytest.Config) -> None:
 _SERVER: forkserver.ForkServer | None = None
 
 
-def _forked(argv: Sequence[str], env: dict[str, str], timeout: float) -> subprocess.CompletedProcess[str]:
-    """``python ARGV`` as a child of this process's fork server (started on first use)."""
+def _forked(argv: Sequence[str], env: dict[str, str], timeout: float,
+            preload: Sequence[str]) -> subprocess.CompletedProcess[str]:
+    """``python ARGV`` as a child of this process's fork server (started on first use),
+    which imports ``preload`` first."""
     global _SERVER
     server_env = {k: v for k, v in _base_env().items() if k != "PYTHONPATH"}
     if _SERVER is None or not forkserver.forkable(server_env, _SERVER.env):
@@ -142,24 +144,25 @@ def _forked(argv: Sequence[str], env: dict[str, str], timeout: float) -> subproc
         atexit.register(_SERVER.stop)
     with tempfile.TemporaryDirectory(prefix="npu-fixes-program-") as tmp:
         out, err = os.path.join(tmp, "stdout"), os.path.join(tmp, "stderr")
-        code = _SERVER.run(argv, env, str(REPO), out, err, timeout)
+        code = _SERVER.run(argv, env, str(REPO), out, err, timeout, preload)
         return subprocess.CompletedProcess([sys.executable, *argv], code,
                                            Path(out).read_text(errors="replace"),
                                            Path(err).read_text(errors="replace"))
 
 
-def _run(argv: Sequence[str], env: dict[str, str] | None, check: bool,
-         path: Sequence[Path], fresh: bool, python: str | None = None) -> subprocess.CompletedProcess[str]:
+def _run(argv: Sequence[str], env: dict[str, str] | None, check: bool, path: Sequence[Path], fresh: bool,
+         python: str | None = None, preload: Sequence[str] = ()) -> subprocess.CompletedProcess[str]:
     """Run ``python ARGV`` with ``path`` (first) and the repo importable: forked from the fork
     server (``tests/forkserver.py``: torch already imported) unless ``fresh`` is asked for,
     ``env`` sets a variable read at import time or another ``python`` is named, then in a
-    fresh interpreter (of ``python``, default this one's)."""
+    fresh interpreter (of ``python``, default this one's). ``preload``: modules the fork
+    server imports before it forks (``tests/forkserver.py``)."""
     full_env = _base_env()
     full_env["PYTHONPATH"] = os.pathsep.join(
         filter(None, [*map(str, path), str(REPO), os.environ.get("PYTHONPATH")]))
     full_env.update(env or {})
     if not fresh and python is None and forkserver.forkable(full_env, _base_env()):
-        proc = _forked(argv, full_env, timeout=600)
+        proc = _forked(argv, full_env, 600, preload)
     else:
         proc = subprocess.run(
             [python or sys.executable, *argv], capture_output=True, text=True, env=full_env, cwd=REPO, timeout=600,
@@ -177,14 +180,14 @@ def run_python(code: str, env: dict[str, str] | None = None, check: bool = True,
 
 def run_program(module: str, program: str, env: dict[str, str] | None = None,
                 check: bool = True, path: Sequence[Path] = (), fresh: bool = False,
-                python: str | None = None, **kwargs):
+                python: str | None = None, preload: Sequence[str] = (), **kwargs):
     """Run ``program`` of ``tests.programs.<module>`` with ``kwargs`` in an interpreter of
     its own: forked from the fork server, or a fresh one where ``fresh`` (the point of the
     test is a process that has imported nothing yet) or another ``python`` is named (see
     ``_run``). With ``check`` (the default) it must succeed and its JSON result is returned;
     without, the completed process is."""
     proc = _run(["-m", f"tests.programs.{module}", program, json.dumps(kwargs, default=str)],
-                env, check, path, fresh, python)
+                env, check, path, fresh, python, preload)
     return last_json(proc) if check else proc
 
 
@@ -197,12 +200,12 @@ def run_at_states(genuine, states: Sequence[str], module: str, program: str, **k
 
 
 def cli(*args: str, env: dict[str, str] | None = None, path: Sequence[Path] = (),
-        setup: str | None = None, fresh: bool = False) -> subprocess.CompletedProcess[str]:
+        setup: str | None = None, fresh: bool = False, preload: Sequence[str] = ()) -> subprocess.CompletedProcess[str]:
     """Run ``npu-fixes ARGS`` in an interpreter of its own (see ``run_program``), after the
     program ``setup`` ("module:program" of tests.programs) where given; its exit status is
     the caller's to check."""
-    return run_program("cli", "run", env=env, check=False, path=path, fresh=fresh, argv=list(args),
-                       setup=setup)
+    return run_program("cli", "run", env=env, check=False, path=path, fresh=fresh, preload=preload,
+                       argv=list(args), setup=setup)
 
 
 def last_json(proc: subprocess.CompletedProcess[str]):

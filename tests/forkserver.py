@@ -13,8 +13,9 @@ import order, the ``.pth`` autoload or what importing npu_fixes pulls in ask for
 interpreter instead, and so does any request whose environment differs from the server's
 in a variable read at import time (only ``FORKABLE_ENV`` may differ).
 
-Protocol, one JSON line each way: a request ``{"argv", "env", "cwd", "stdout", "stderr"}``
-is answered with ``{"pid"}`` once forked and ``{"returncode"}`` once the child ended.
+Protocol, one JSON line each way: a request ``{"argv", "env", "cwd", "stdout", "stderr",
+"preload"}`` (modules the server imports before this fork and keeps) is answered with
+``{"pid"}`` once forked and ``{"returncode"}`` once the child ended.
 """
 
 from __future__ import annotations
@@ -63,13 +64,15 @@ class ForkServer:
         self.proc = None
 
     def run(self, argv: Sequence[str], env: dict[str, str], cwd: str, stdout: str, stderr: str,
-            timeout: float) -> int:
+            timeout: float, preload: Sequence[str] = ()) -> int:
         """Run ``python ARGV`` forked, its output to the files ``stdout`` and ``stderr``;
         return its exit status (negative: the signal that ended it). A child that runs past
-        ``timeout`` seconds is killed and :class:`subprocess.TimeoutExpired` raised."""
+        ``timeout`` seconds is killed and :class:`subprocess.TimeoutExpired` raised. The
+        modules ``preload`` the server imports first, once (see ``_preload``)."""
         if self.proc is None or self.proc.poll() is not None:
             self.start()
-        request = {"argv": list(argv), "env": env, "cwd": cwd, "stdout": stdout, "stderr": stderr}
+        request = {"argv": list(argv), "env": env, "cwd": cwd, "stdout": stdout, "stderr": stderr,
+                   "preload": list(preload)}
         self.proc.stdin.write(json.dumps(request).encode() + b"\n")
         self.proc.stdin.flush()
         pid = self._reply()["pid"]
@@ -170,6 +173,22 @@ def _warm() -> None:
         raise RuntimeError(f"fork server must not fork with threads: {threading.enumerate()}")
 
 
+def _preload(names: Sequence[str]) -> None:
+    """Import ``names`` here, for this and every later child: modules many programs import
+    after start-up (transformers: 3 s), read nothing of a request's own environment at
+    import, and start no thread. One that cannot be imported is left to the child, which
+    then fails as a fresh interpreter would."""
+    import threading
+
+    for name in names:
+        try:
+            __import__(name)
+        except ImportError:
+            continue
+        if threading.active_count() != 1:
+            raise RuntimeError(f"importing {name} started a thread: {threading.enumerate()}")
+
+
 def serve() -> None:
     """Preload, then fork a child per request line on stdin until stdin closes."""
     requests = os.fdopen(os.dup(0), "rb")
@@ -186,6 +205,7 @@ def serve() -> None:
     replies.write(b"ready\n")
     for line in requests:
         request = json.loads(line)
+        _preload(request.get("preload", ()))
         sys.stdout.flush()
         sys.stderr.flush()
         pid = os.fork()

@@ -9,9 +9,14 @@ import pytest
 from tests.conftest import cli, run_program, run_python, wheel_path
 from tests.genuine_states import COMMITS
 
+#: What the Hugging Face models of these tests import, imported once by the fork server.
+TRANSFORMERS = ("transformers", "transformers.models.bert.modeling_bert",
+                "transformers.models.distilbert.modeling_distilbert")
+
 
 def test_cli_smoke_two_tiny_models():
-    proc = cli("accuracy", "--models", "BERT_pytorch,BertForMaskedLM", "--iterations", "2", "--json")
+    proc = cli("accuracy", "--models", "BERT_pytorch,BertForMaskedLM", "--iterations", "2", "--json",
+               preload=TRANSFORMERS)
     assert proc.returncode == 0, proc.stdout + proc.stderr
     report = json.loads(proc.stdout)
     assert report["tolerance"] == 1e-2 and report["iterations"] == 2
@@ -28,7 +33,7 @@ def interpreted_run(genuine, where: str, fixes: str, model: str, iterations: int
     flag = ["--without-fixes"] if fixes == "none" else []
     env = {"NPU_FIXES_DISABLE": fixes.removeprefix("all-but-")} if fixes.startswith("all-but-") else None
     proc = cli("accuracy", "--interpret", "--torch-npu", location, *flag, "--models", model,
-               "--iterations", str(iterations), "--json", env=env)
+               "--iterations", str(iterations), "--json", env=env, preload=TRANSFORMERS)
     (record,) = json.loads(proc.stdout)["models"]
     return proc, record
 
