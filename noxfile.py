@@ -27,6 +27,7 @@ from __future__ import annotations
 
 import os
 import sys
+from collections.abc import Callable
 from pathlib import Path
 
 import nox
@@ -48,11 +49,15 @@ def wheel(version: str) -> Path:
     return found[0]
 
 
-def installed(session: nox.Session, row: str) -> Path:
-    """The site of ``row`` (``tests/matrix_rows.py``), kept in ``.cache`` between runs."""
+def installed(session: nox.Session, row: str, unavailable: Callable[[str], None] | None = None) -> Path:
+    """The site of ``row`` (``tests/matrix_rows.py``), kept in ``.cache`` between runs; where
+    a genuine state's folder cannot be had, ``unavailable`` (default: ``session.error``) is
+    told why."""
     try:
         return matrix_rows.install(row, wheel, CACHE / f"site-{row.replace(':', '-')}")
-    except (ValueError, genuine_states.Unavailable) as exc:
+    except genuine_states.Unavailable as exc:
+        (unavailable or session.error)(str(exc))
+    except ValueError as exc:
         session.error(str(exc))
 
 
@@ -128,11 +133,9 @@ def wheel_row(version: str):
 
 
 def genuine_site(session: nox.Session, state: str) -> Path:
-    try:
-        genuine_states.source_of(state)
-    except genuine_states.Unavailable as exc:
-        session.skip(f"genuine state {state} not run: {exc}")
-    return installed(session, f"genuine:{state}")
+    """The self-build of ``state``; the session is skipped where its folder cannot be had."""
+    return installed(session, f"genuine:{state}",
+                     lambda why: session.skip(f"genuine state {state} not run: {why}"))
 
 
 def genuine_row(state: str):

@@ -18,6 +18,7 @@ import pytest
 import torch
 
 from tests import forkserver
+from tests.matrix_rows import PINNED
 
 # Without a CUDA GPU, Triton kernels run in its interpreter. Set here, before anything
 # (collection included) imports triton: Triton decides at import and @triton.jit time.
@@ -26,7 +27,6 @@ if not torch.cuda.is_available():
 
 REPO = Path(__file__).resolve().parent.parent
 WHEEL_DIR = Path(os.environ.get("NPU_FIXES_WHEELS", REPO / ".cache" / "wheels"))
-PINNED = ("2.12.0.post3", "2.13.0", "2.14.0")
 FIXED_UPSTREAM = ("2.13.0", "2.14.0")
 
 

@@ -359,9 +359,11 @@ def interpreter_fast_paths() -> Iterator[None]:
         left, right = lhs.type.is_block(), rhs.type.is_block()
         if left is not right:
             return broadcast(self, lhs, rhs)
-        if not left or lhs.type.shape.values == rhs.type.shape.values:
+        if not left:
             return lhs, rhs
         lhs_shape, rhs_shape = lhs.type.shape.values, rhs.type.shape.values
+        if lhs_shape == rhs_shape:
+            return lhs, rhs
         if len(lhs_shape) != len(rhs_shape):
             return broadcast(self, lhs, rhs)  # new axes first
         pairs = list(zip(lhs_shape, rhs_shape, strict=True))
