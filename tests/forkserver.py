@@ -33,9 +33,16 @@ from collections.abc import Sequence
 #: NPU_FIXES switches at its import, is never imported by the server). Not TRITON_INTERPRET:
 #: Triton's language module, imported by the server, is set up for compiled kernels.
 FORKABLE_ENV = ("PYTHONPATH", "TORCHINDUCTOR_CACHE_DIR")
-#: What the server imports before it forks: the bulk of a program's start-up.
+#: What the server imports before it forks: the bulk of a program's start-up, then what a
+#: first compile imports besides (the code generators of every device, imported when
+#: Inductor registers them for a device, and the parts of Triton it uses). Importing a
+#: module registers nothing for a device: a child does that where a fresh process does.
 PRELOAD = ("torch", "sympy", "torch._inductor.lowering", "torch._inductor.codegen.triton",
-           "torch._inductor.runtime.triton_heuristics", "torch._inductor.loop_body")
+           "torch._inductor.runtime.triton_heuristics", "torch._inductor.loop_body",
+           *(f"torch._inductor.codegen.{name}" for name in (
+               "cpp_wrapper_cpu_array_ref", "cpp_wrapper_gpu", "cpp_wrapper_mps", "cuda_combined_scheduling",
+               "halide", "mps", "pallas", "python_wrapper_mtia", "wrapper_fxir", "xpu.xpu_combined_scheduling")),
+           "triton.compiler.code_generator", "triton.runtime.interpreter")
 
 
 def forkable(env: dict[str, str], server_env: dict[str, str]) -> bool:
@@ -165,8 +172,10 @@ def _no_guard_latency_probe() -> None:
 
 def _warm() -> None:
     """What a process's first compile does before anything of its own, done once here:
-    Inductor's pattern passes registered and the CPU's vector ISA probed (a compiler run).
-    The server must stay single-threaded: its children are forked."""
+    Inductor's pattern passes registered, the CPU's vector ISA probed (a compiler run) and
+    the hash of torch's own source files taken (every kernel's cache key holds it; reading
+    them costs a child 0.1-0.4 s). The server must stay single-threaded: its children are
+    forked."""
     import threading
 
     try:
@@ -175,10 +184,11 @@ def _warm() -> None:
         pass
     else:
         tqdm.tqdm.monitor_interval = 0
-    from torch._inductor import cpu_vec_isa
+    from torch._inductor import codecache, cpu_vec_isa
     from torch._inductor.fx_passes import joint_graph, post_grad
 
     cpu_vec_isa.pick_vec_isa()
+    codecache.torch_key()
     joint_graph.lazy_init()
     post_grad.lazy_init()
     if threading.active_count() != 1:
