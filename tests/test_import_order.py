@@ -7,7 +7,7 @@ import pytest
 
 from npu_fixes.shim import autoload as _autoload
 from tests import genuine_states
-from tests.conftest import FIXED_UPSTREAM, backend_targets, run_program, wheel_path
+from tests.conftest import FIXED_UPSTREAM, backend_targets, run_program, wheel_install
 
 ORDERS = ("npu_fixes-first", "torch-first", "after-load", "after-activation", "autoload-pth")
 
@@ -31,7 +31,7 @@ def test_fixed_upstream_same_state_every_order(version, tmp_path):
     other target stays the very object it was."""
     needed = genuine_states.UNFIXED
     untouched = genuine_states.untouched(needed)
-    results = {order: run_order(order, wheel_path(version), tmp_path) for order in ORDERS}
+    results = {order: run_order(order, wheel_install(version), tmp_path) for order in ORDERS}
     for order, res in results.items():
         assert res["states"] == {n: genuine_states.expected_state(n, needed) for n in res["states"]}, (order, res)
         assert res["pristine"] == untouched, (order, res)
@@ -96,7 +96,7 @@ def test_probes_leave_inductor_registries_and_modules_as_found(genuine, where):
     does; at every state and wheel some fixes are needed (on the wheels only those of the
     defects no published state has fixed)."""
     kind, _, name = where.partition(":")
-    res = run_program("import_order", "traces", location=wheel_path(name) if kind == "wheel" else genuine(name))
+    res = run_program("import_order", "traces", location=wheel_install(name) if kind == "wheel" else genuine(name))
     assert res["same"] == {"registries": True, "registered": True, "torch_npu": True}, res
     assert res["added"] == [] and res["plugin_registered"] is True, res
     assert "applied" in res["states"], res["states"]

@@ -12,7 +12,7 @@ from triton import Config
 
 from npu_fixes.fixes import auto_blockify_option as fix
 from npu_fixes.shim.patcher import Patcher
-from tests.conftest import run_program, wheel_path
+from tests.conftest import run_program, wheel_install
 from tests.genuine_states import BEYOND, COMMITS
 
 NAME = "auto-blockify-option"
@@ -168,7 +168,7 @@ def test_wrappers_stack_and_undo_with_another_wrapper(make_module, ours_first):
 def runs(genuine):
     out = {}
     for state in STATES:
-        root = wheel_path(WHEEL) if state == WHEEL else genuine(state)
+        root = wheel_install(WHEEL) if state == WHEEL else genuine(state)
         out[state] = run_program("auto_blockify_option", "probe_and_battery", env={"NPU_FIXES": "0"},
                                  location=root, run_battery=state != WHEEL, with_parts=state == "5ff81d9c5")
     return out

@@ -15,7 +15,7 @@ from npu_fixes.fixes.boundary_downcast import (
     is_dense,
     narrow_like,
 )
-from tests.conftest import FIXED_UPSTREAM, run_program, wheel_path
+from tests.conftest import FIXED_UPSTREAM, run_program, wheel_install
 from tests.genuine_states import DEFECTS, PRE_FIX, REFERENCE
 
 FIX = "boundary-downcast"
@@ -33,7 +33,7 @@ def prefix_runs(prefix_copy):
 
 @pytest.fixture(scope="module")
 def fixed_runs():
-    return {v: run_program("boundary_downcast", "battery_runs", env=OFF, location=wheel_path(v))
+    return {v: run_program("boundary_downcast", "battery_runs", env=OFF, location=wheel_install(v))
             for v in FIXED_UPSTREAM}
 
 
@@ -244,6 +244,6 @@ def test_narrow_like_keeps_the_compiled_strides():
 
 def test_check_switch_on_a_fixed_install_says_it_does_nothing():
     res = run_program("boundary_downcast", "check_switch_status", env={"NPU_FIXES_CHECK_DOWNCAST": "1"},
-                      location=wheel_path("2.13.0"))
+                      location=wheel_install("2.13.0"))
     assert res["state"] == "not-needed"
     assert "NPU_FIXES_CHECK_DOWNCAST has no effect here: upstream's own wrapper runs" in res["detail"]

@@ -12,7 +12,7 @@ import sympy
 from torch.utils._sympy.functions import Identity
 
 from npu_fixes.fixes.constant_index_shape import RANK_ONE, integer_like, rank_one
-from tests.conftest import run_program, wheel_path
+from tests.conftest import run_program, wheel_install
 from tests.genuine_states import BEYOND, COMMITS
 
 NAME = "constant-index-shape"
@@ -42,7 +42,7 @@ def runs(genuine) -> dict[str, dict]:
     """One interpreter per state: probe, battery, install where the probe says so,
     probe again, battery again."""
     roots = {state: genuine(state) for state in COMMITS}
-    roots[WHEEL] = wheel_path("2.13.0")
+    roots[WHEEL] = wheel_install("2.13.0")
     return {state: run_program("constant_index_shape", "indexing", env=OFF, location=root,
                                genuine=state != WHEEL)
             for state, root in roots.items()}

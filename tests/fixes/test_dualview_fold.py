@@ -10,7 +10,7 @@ import sympy
 from torch._inductor.utils import sympy_index_symbol
 
 from npu_fixes.fixes.dualview_fold import lookalikes, registered_symbols, reregister
-from tests.conftest import FIXED_UPSTREAM, run_program, wheel_path
+from tests.conftest import FIXED_UPSTREAM, run_program, wheel_install
 from tests.genuine_states import DEFECTS, PRE_FIX, REFERENCE, WITHOUT_UNFIXED
 
 FIX = "dualview-fold"
@@ -25,7 +25,7 @@ GOOD_SEED = {"name": "r0_1", "equal": True, "hash": True, "lookup": True,
 @pytest.fixture(scope="module")
 def fixed_results() -> dict[str, dict]:
     env = {**OFF, **WITHOUT_UNFIXED}  # the wheels' unfixed defects: their own tests
-    return {v: run_program("dualview_fold", "folds", env=env, location=wheel_path(v)) for v in FIXED_UPSTREAM}
+    return {v: run_program("dualview_fold", "folds", env=env, location=wheel_install(v)) for v in FIXED_UPSTREAM}
 
 
 @pytest.fixture(scope="module")

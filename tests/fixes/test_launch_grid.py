@@ -7,7 +7,7 @@ import fnmatch
 import pytest
 
 from npu_fixes.fixes.launch_grid import presents_one_node
-from tests.conftest import FIXED_UPSTREAM, run_program, wheel_path
+from tests.conftest import FIXED_UPSTREAM, run_program, wheel_install
 from tests.genuine_states import DEFECTS, PRE_FIX, REFERENCE, sharing_the_target
 
 # Loaded with NPU_FIXES=0: the battery (tests/programs/launch_grid.py) builds real
@@ -39,7 +39,7 @@ def prefix_runs(prefix_copy):
 
 @pytest.fixture(scope="module")
 def fixed_runs():
-    return {v: run_program("launch_grid", "applied", env=OFF, location=wheel_path(v)) for v in FIXED_UPSTREAM}
+    return {v: run_program("launch_grid", "applied", env=OFF, location=wheel_install(v)) for v in FIXED_UPSTREAM}
 
 
 # -- the rule ------------------------------------------------------------------------------

@@ -13,7 +13,7 @@ import pytest
 
 from npu_fixes.fixes.min2_propagate_nan import min_keywords, min_takes_propagate_nan, reduces_wrongly
 from npu_fixes.shim import autoload as _autoload
-from tests.conftest import run_at_states, run_program, wheel_path
+from tests.conftest import run_at_states, run_program, wheel_install
 from tests.genuine_states import BEYOND, COMMITS
 from tests.programs.compile_worker_site import WORKER_STATE
 
@@ -131,7 +131,7 @@ def test_compile_workers_of_the_wheel_build_with_its_own_helper(worker_env):
     python, site_dir = worker_env
     _autoload.disable(site_dir)
     res = run_program("min2_propagate_nan", "in_workers", env={"NPU_FIXES": "0"}, python=python,
-                      location=str(wheel_path(WHEEL)))
+                      location=str(wheel_install(WHEEL)))
     assert "error" not in res and res["equal"] is True, res
     assert {b["min2"] for b in res["builds"]} == {
         "torch_npu._inductor.triton_experimental.npu_triton_helpers.min2"}, res["builds"]

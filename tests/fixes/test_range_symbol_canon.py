@@ -13,7 +13,7 @@ import sympy
 from torch._inductor.utils import sympy_index_symbol
 
 from npu_fixes.fixes.range_symbol_canon import canonical, lookalikes
-from tests.conftest import run_program, wheel_path
+from tests.conftest import run_program, wheel_install
 from tests.genuine_states import BEYOND, COMMITS
 
 NAME = "range-symbol-canon"
@@ -40,7 +40,7 @@ def runs(genuine) -> dict[str, dict]:
     """One interpreter per state: probe, battery, install where the probe says so, probe
     again, battery again (and with dualview-fold stacked where that one is needed)."""
     roots = {state: genuine(state) for state in COMMITS}
-    roots[WHEEL] = wheel_path("2.13.0")
+    roots[WHEEL] = wheel_install("2.13.0")
     return {state: run_program("range_symbol_canon", "prepared", env=OFF, location=root)
             for state, root in roots.items()}
 

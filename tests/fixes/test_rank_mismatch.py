@@ -12,7 +12,7 @@ from types import SimpleNamespace as NS
 import pytest
 
 from npu_fixes.fixes.rank_mismatch import counted_nodes, folded_x_trees
-from tests.conftest import run_program, wheel_path
+from tests.conftest import run_program, wheel_install
 from tests.genuine_states import BEYOND, COMMITS
 
 NAME = "rank-mismatch"
@@ -31,7 +31,7 @@ def runs(genuine) -> dict[str, dict]:
     """One interpreter per state: probe, battery, install where the probe says so,
     probe again, battery again."""
     roots = {state: genuine(state) for state in COMMITS}
-    roots[WHEEL] = wheel_path("2.13.0")
+    roots[WHEEL] = wheel_install("2.13.0")
     return {state: run_program("rank_mismatch", "ndim", env=OFF, location=root, genuine=state != WHEEL)
             for state, root in roots.items()}
 

@@ -6,7 +6,7 @@ import fnmatch
 
 import pytest
 
-from tests.conftest import FIXED_UPSTREAM, run_program, wheel_path
+from tests.conftest import FIXED_UPSTREAM, run_program, wheel_install
 from tests.genuine_states import DEFECTS, PRE_FIX, REFERENCE, WITHOUT_UNFIXED, sharing_the_target
 
 # The battery (tests/programs/rng_capture_gate.py) registers fallbacks into scratch tables
@@ -38,7 +38,7 @@ def check_lowered(lowered: dict) -> None:
 @pytest.mark.parametrize("version", FIXED_UPSTREAM)
 def test_fixed_upstream_is_left_identical(version):
     # the wheels' unfixed defects have their own tests: off here, so nothing of ours is installed
-    res = run_program("rng_capture_gate", "armed", env=WITHOUT_UNFIXED, location=wheel_path(version))
+    res = run_program("rng_capture_gate", "armed", env=WITHOUT_UNFIXED, location=wheel_install(version))
     assert res["probe_before"] is False and res["state"] == "not-needed"
     assert res["identical"] and res["undo"] == 0
     check_lowered(res["lowered"])

@@ -10,7 +10,7 @@ from types import SimpleNamespace as NS
 import pytest
 
 from npu_fixes.fixes.rsplit_nonsum import ADDITIVE, kernel_allows_split, reduction_types, split_allowed
-from tests.conftest import run_program, wheel_path
+from tests.conftest import run_program, wheel_install
 from tests.fixes.test_rsplit_outer import NAMED_DIFFERENCES, NONSUM
 from tests.genuine_states import BEYOND, COMMITS, REFERENCE
 
@@ -30,7 +30,7 @@ def rtype(case: str) -> str:
 def runs(genuine) -> dict[str, dict]:
     """One interpreter per genuine state and for the fixed wheel."""
     found = {s: run_program("rsplit_outer", "with_nonsum", env=OFF, location=genuine(s)) for s in COMMITS}
-    found[WHEEL] = run_program("rsplit_outer", "with_nonsum", env=OFF, location=wheel_path(WHEEL))
+    found[WHEEL] = run_program("rsplit_outer", "with_nonsum", env=OFF, location=wheel_install(WHEEL))
     return found
 
 

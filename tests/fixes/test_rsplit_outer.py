@@ -9,7 +9,7 @@ from types import SimpleNamespace as NS
 import pytest
 
 from npu_fixes.fixes.rsplit_outer import kernel_allows_split, live_outputs, split_allowed
-from tests.conftest import FIXED_UPSTREAM, run_program, wheel_path
+from tests.conftest import FIXED_UPSTREAM, run_program, wheel_install
 from tests.genuine_states import COMMITS, DEFECTS, REFERENCE, WITHOUT_UNFIXED
 
 #: Armed only by npu_fixes.apply() in the body, after the probe; rsplit-outer alone on its
@@ -48,7 +48,7 @@ def genuine_results(genuine) -> dict[str, dict]:
 
 @pytest.fixture(scope="module")
 def fixed_results() -> dict[str, dict]:
-    return {v: run_program("rsplit_outer", "decisions", env=OFF, location=wheel_path(v)) for v in FIXED_UPSTREAM}
+    return {v: run_program("rsplit_outer", "decisions", env=OFF, location=wheel_install(v)) for v in FIXED_UPSTREAM}
 
 
 @pytest.fixture(scope="module")

@@ -16,7 +16,7 @@ from npu_fixes.fixes.safe_stride_order import (
     trigger_strides,
     unanswerable_question,
 )
-from tests.conftest import run_program, wheel_path
+from tests.conftest import run_program, wheel_install
 from tests.genuine_states import BEYOND, COMMITS, REFERENCE
 
 NAME = "safe-stride-order"
@@ -30,7 +30,7 @@ def runs(genuine) -> dict[str, dict]:
     Inductor cache."""
     env = {"NPU_FIXES": "0"}
     found = {s: run_program("safe_stride_order", "strides", env=env, location=genuine(s)) for s in COMMITS}
-    found[WHEEL] = run_program("safe_stride_order", "strides", env=env, location=wheel_path(WHEEL))
+    found[WHEEL] = run_program("safe_stride_order", "strides", env=env, location=wheel_install(WHEEL))
     return found
 
 

@@ -9,7 +9,7 @@ import itertools
 import pytest
 
 from npu_fixes.fixes.scalar_reduction_grid import launches_one_program
-from tests.conftest import run_program, wheel_path
+from tests.conftest import run_program, wheel_install
 from tests.fixes.test_launch_grid import LEGITIMATE
 from tests.genuine_states import BEYOND, COMMITS, REFERENCE
 
@@ -102,7 +102,7 @@ def runs(genuine):
     reference also run launch-grid's battery, and both fixes stacked in both orders."""
     out = {}
     for state in STATES:
-        root = wheel_path(WHEEL) if state == WHEEL else genuine(state)
+        root = wheel_install(WHEEL) if state == WHEEL else genuine(state)
         out[state] = run_program("scalar_reduction_grid", "probed", env={"NPU_FIXES": "0"}, location=root,
                                  stacked=state in (*DEFECTIVE, REFERENCE))
     return out

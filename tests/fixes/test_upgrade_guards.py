@@ -9,7 +9,7 @@ import pickle
 
 import pytest
 
-from tests.conftest import run_program, wheel_path
+from tests.conftest import run_program, wheel_install
 from tests.genuine_states import BEYOND, COMMITS
 
 GUARDS = ("nd-reduction", "codegen-misc-95c", "slice-scatter-offset", "linearize-misc")
@@ -138,7 +138,7 @@ def test_codegen_rules_tell_the_two_bodies_apart():
 def runs(genuine):
     """Each genuine state and the 2.13.0 wheel, probed and guarded in a fresh interpreter."""
     roots = {s: genuine(s) for s in COMMITS}
-    roots[WHEEL] = wheel_path(WHEEL)
+    roots[WHEEL] = wheel_install(WHEEL)
     return {s: run_program("upgrade_guards", "guarded", env={"NPU_FIXES": "0"}, location=root)
             for s, root in roots.items()}
 
