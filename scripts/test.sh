@@ -12,6 +12,9 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 source scripts/setup.sh
 NOX=("$VENV/bin/nox" -f noxfile.py)
+# Bytecode of our own modules, hash-checked: with PYTHONDONTWRITEBYTECODE set (as on this
+# machine) every test program would otherwise compile npu_fixes and its test programs again.
+"$PY" -m compileall -q --invalidation-mode checked-hash npu_fixes tests
 # One Inductor cache for every row of this run (tests/conftest.py: INDUCTOR_CACHE), made
 # afresh: the C++ builds and the CPU's vector ISA probe (9 s of gcc) are paid once, not per row.
 export PYTEST_NPU_FIXES_INDUCTOR_CACHE="$PWD/.cache/inductor-run"
