@@ -21,8 +21,9 @@ import os
 import shutil
 import subprocess
 import tarfile
-import zipfile
 from pathlib import Path
+
+from npu_fixes.tools.host import extract_wheel
 
 REPO = Path(__file__).resolve().parent.parent
 BACKEND = Path("torch_npu/_inductor/triton_experimental")
@@ -170,11 +171,7 @@ def build(state: str, wheel: Path, dest: Path) -> Path:
     ``torch_npu/``): the wheel's Python files, its backend folder replaced. Returns ``dest``."""
     source = source_of(state)
     dest.mkdir(parents=True, exist_ok=True)
-    with zipfile.ZipFile(wheel) as archive:
-        for name in archive.namelist():
-            if name.startswith("torch_npu/") and name.endswith(".py"):
-                archive.extract(name, dest)
-    replace_backend(dest, source)
+    replace_backend(extract_wheel(wheel, dest), source)
     return dest
 
 
