@@ -27,6 +27,45 @@ libdevice = language_modules()["triton.language.extra.cann"].libdevice
 extract_slice = language_modules()["triton.language.extra.cann.extension"].extract_slice
 
 
+
+def test_promotion_remembered_gives_the_operands_and_errors_triton_gives():
+    """Binary operations on a table of operand pairs (tensors of several types and ranks,
+    Python numbers, a pointer, NaN), twice each under the fast paths: the same result types,
+    values and errors as Triton's own, an error every time it applies."""
+    from triton.language import core, semantic
+    from triton.runtime import interpreter
+
+    def tensor(dtype: object, shape: list[int]) -> core.tensor:
+        data = (np.arange(math.prod(shape) or 1) + 1).astype(interpreter._get_np_dtype(dtype))
+        data = data.reshape(shape) if shape else data
+        return core.tensor(interpreter.TensorHandle(data, dtype), tl.block_type(dtype, shape) if shape else dtype)
+
+    def results() -> list[object]:
+        semantics = semantic.TritonSemantic(interpreter.interpreter_builder)
+        i32, f16, u32, i64 = (tensor(tl.int32, [4]), tensor(tl.float16, [2, 4]), tensor(tl.uint32, [4]),
+                              tensor(tl.int64, []))
+        pointer = core.tensor(interpreter.TensorHandle(np.array([64], dtype=np.uint64), tl.pointer_type(tl.float32)),
+                              tl.pointer_type(tl.float32))
+        pairs = [(i32, i32), (i32, 8), (8, i32), (i32, 2.5), (f16, 3), (f16, i32), (u32, 3), (u32, -1),
+                 (i32, 2**40), (i64, i32), (f16, f16), (f16, float("nan")), (True, i32), (i32, pointer),
+                 (pointer, i32), (f16, pointer)]
+        out = []
+        for _ in range(2):
+            for lhs, rhs in pairs:
+                for op in (semantics.add, semantics.truediv, semantics.and_):
+                    try:
+                        r = op(lhs, rhs, False) if op == semantics.add else op(lhs, rhs)
+                    except Exception as exc:  # noqa: BLE001 - compared
+                        out.append(f"{type(exc).__name__}: {exc}")
+                        continue
+                    out.append((str(r.type), r.handle.data.shape, r.handle.data.dtype, r.handle.data.tobytes()))
+        return out
+
+    expected = results()
+    with interpreter_fast_paths():
+        assert results() == expected
+    assert sum(isinstance(r, str) for r in expected) >= 20  # errors are part of the table
+
 @triton.jit
 def _last_writer(out_ptr, ids_ptr, n):
     pid = tl.program_id(0)

@@ -24,6 +24,7 @@ from __future__ import annotations
 import contextlib
 import dataclasses
 import importlib
+import numbers
 import random
 import sys
 import types
@@ -301,7 +302,10 @@ def interpreter_fast_paths() -> Iterator[None]:
     dimensions share their shape objects (a block type's, and a tensor's of constexprs), as
     scalar tensors do; and two operands of one shape, or two scalars, skip the broadcast,
     and two blocks of one rank broadcast without Triton's comparisons of shape tuples.
-    For interpreted kernels only: the compiler changes a tuple type's types after making it."""
+    A binary operation's promoted type is worked out once per pair of operand types (and
+    value, for a Python number), then the same casts and constants are made as Triton's
+    makes them. For interpreted kernels only: the compiler changes a tuple type's types
+    after making it."""
     from triton.language import core, semantic
     from triton.runtime import interpreter
 
@@ -374,6 +378,35 @@ def interpreter_fast_paths() -> Iterator[None]:
                      self.tensor(self.builder.create_broadcast(operand.handle, shape),
                                  core.block_type(operand.type.scalar, shape)) for operand in (lhs, rhs))
 
+    check_types = semantic.TritonSemantic.binary_op_type_checking_impl
+    #: (left operand, right operand, div_or_mod) -> the type Triton promotes both to
+    promoted: dict[tuple[Any, Any, bool], Any] = {}
+
+    def operand_key(x: Any) -> Any:
+        """What Triton's promotion reads of an operand: a tensor's scalar type, a Python
+        number's type and value; None (not remembered) for a pointer, NaN or anything else."""
+        if isinstance(x, core.tensor):
+            scalar = x.type.scalar
+            return None if scalar.is_ptr() else scalar
+        if isinstance(x, numbers.Number) and x == x:
+            return type(x), x
+        return None
+
+    def promoted_once(self: Any, lhs: Any, rhs: Any, allow_lhs_ptr: bool = False, allow_rhs_ptr: bool = False,
+                      arithmetic_check: bool = True, div_or_mod: bool = False) -> tuple[Any, Any]:
+        left, right = operand_key(lhs), operand_key(rhs)
+        known = arithmetic_check and left is not None and right is not None
+        key = (left, right, div_or_mod) if known else None
+        ret = promoted.get(key) if known else None
+        if ret is None:  # Triton's own checks: a bad pair raises here every time
+            lhs, rhs = check_types(self, lhs, rhs, allow_lhs_ptr, allow_rhs_ptr, arithmetic_check, div_or_mod)
+            if key is not None:
+                promoted[key] = lhs.type.scalar
+            return lhs, rhs
+        lhs = self.scalar_constant(lhs, dtype=ret) if type(left) is tuple else self.cast(lhs, ret)
+        rhs = self.scalar_constant(rhs, dtype=ret) if type(right) is tuple else self.cast(rhs, ret)
+        return self.broadcast_impl_value(lhs, rhs)
+
     np_dtype, np_dtypes = interpreter._get_np_dtype, {}
 
     def cached_np_dtype(tt_dtype: Any) -> Any:  # a block's is its element's
@@ -386,6 +419,7 @@ def interpreter_fast_paths() -> Iterator[None]:
             mock.patch.object(core.block_type, "__init__", unnamed_block), \
             mock.patch.object(core.tensor, "__init__", tensor_of_shared_shape), \
             mock.patch.object(semantic.TritonSemantic, "broadcast_impl_value", broadcast_unless_alike), \
+            mock.patch.object(semantic.TritonSemantic, "binary_op_type_checking_impl", promoted_once), \
             mock.patch.object(interpreter, "_get_np_dtype", cached_np_dtype):
         yield
 
@@ -484,10 +518,17 @@ def interpret(function: Callable[..., Any], grid: tuple[int, int, int], kwargs: 
 
     device_call = interpreter.InterpretedFunction.__call__
 
+    #: per function of this launch: the language modules it sees; its interpreted form
+    langs: dict[Any, frozenset[str]] = {}
+    helpers: dict[Any, Any] = {}
+
     def called(self: Any, *args: Any, **kw: Any) -> Any:
         """A device function called: patched for as Triton does, unless the language
         modules it sees are patched for the launch already; then only the call is left."""
-        if not _langs_seen_by(self.fn) <= patched:
+        seen = langs.get(self.fn)
+        if seen is None:
+            seen = langs[self.fn] = _langs_seen_by(self.fn)
+        if not seen <= patched:
             return device_call(self, *args, **kw)
         rewritten = self.rewrite()  # made once per function
         try:
@@ -499,7 +540,10 @@ def interpret(function: Callable[..., Any], grid: tuple[int, int, int], kwargs: 
         for extra in _ASCEND_KEYWORDS.get((self.fn.__module__, self.fn.__name__), ()):
             if extra not in inspect.signature(self.fn).parameters:
                 kw.pop(extra, None)
-        return called(interpreter.InterpretedFunction(self.fn), *args, **kw)
+        helper = helpers.get(self.fn)
+        if helper is None:
+            helper = helpers[self.fn] = interpreter.InterpretedFunction(self.fn)
+        return called(helper, *args, **kw)
 
     patch_tensor = interpreter._patch_lang_tensor
 
