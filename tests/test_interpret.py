@@ -250,6 +250,42 @@ def test_out_of_bounds_store_raises_before_writing():
     assert small.tolist() == [0.0] * 8  # nothing was written
 
 
+
+def test_bounds_check_of_addresses_in_one_buffer_and_across_several():
+    """The check itself on raw addresses, two buffers of 64 bytes at 1000 and 2000: a span
+    inside one passes, as do addresses in both; the last element one past the end, an
+    address in the gap between them (the lowest and highest inside), or one beyond both,
+    raise and count the addresses outside."""
+    from types import SimpleNamespace as NS
+
+    from triton.runtime.interpreter import TensorHandle
+
+    from npu_fixes.tools.interpret import _bounds_checked
+
+    def buffer(start: int) -> NS:
+        return NS(untyped_storage=lambda: NS(data_ptr=lambda: start, nbytes=lambda: 64))
+
+    busy: set[tuple] = set()
+    builder = NS(create_masked_load=lambda *args: "loaded", create_masked_store=lambda *args: None, grid_idx=(0, 0, 0))
+    load_patch, _ = _bounds_checked(builder, {"a": buffer(1000), "b": buffer(2000)}, "k", busy)
+
+    def load(*addresses: int) -> str:
+        ptrs = TensorHandle(np.array(addresses, dtype=np.uint64), tl.pointer_type(tl.float32))
+        mask = TensorHandle(np.ones(len(addresses), dtype=bool), tl.int1)
+        with load_patch:
+            try:
+                return builder.create_masked_load(ptrs, mask, None)
+            except OutOfBounds as exc:
+                return str(exc).removeprefix("k: a load outside every buffer passed to the kernel ")
+
+    assert load(1000, 1060, 1004) == "loaded"
+    assert load(1000, 2060) == "loaded"
+    assert load(1000, 1064) == "(1 of 2 addresses)"
+    assert load(1061) == "(1 of 1 addresses)"
+    assert load(1000, 1500, 2000) == "(1 of 3 addresses)"
+    assert load(2000, 3000, 996) == "(2 of 3 addresses)"
+    assert busy == {(0, 0, 0)}
+
 def test_binary_reads_pointers_as_the_signature_says():
     """An int64 buffer passed where the kernel was compiled for ``*i32`` is read as raw
     32-bit words, as an NPU reads a pointer."""

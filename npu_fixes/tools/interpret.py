@@ -455,6 +455,10 @@ def _bounds_checked(builder: Any, kwargs: dict[str, Any], name: str, busy: set[t
         addresses = np.asarray(ptrs.data, dtype=np.uint64)[np.broadcast_to(mask.data, ptrs.data.shape)]
         if addresses.size:
             busy.add(tuple(builder.grid_idx))
+            bounds = np.array([addresses.min(), addresses.max()])
+            first, last = np.searchsorted(starts, bounds, side="right") - 1
+            if first == last >= 0 and bounds[1] + np.uint64(itemsize) <= ends[first]:
+                return  # lowest and highest in one buffer: so is every address between
         if not spans:
             inside = np.zeros(addresses.shape, dtype=bool)
         else:
