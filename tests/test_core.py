@@ -508,3 +508,30 @@ def test_call_rebound_reads_the_overrides_through_wrapt_layers(caplog):
     with caplog.at_level(logging.WARNING, logger="npu_fixes"):
         assert Other().build(4) == 4
     assert "npu_fixes: demo:" in caplog.text and "ran unchanged" in caplog.text
+
+
+def test_left_as_found_forgets_the_backend_modules_imported_inside(tmp_path, monkeypatch):
+    """Backend modules imported inside are gone afterwards, from ``sys.modules`` and their
+    package; those imported before, those named in ``keep`` and other packages' stay."""
+    from npu_fixes.shim.pristine import PACKAGE, left_as_found
+
+    root = tmp_path / PACKAGE
+    (root / "inner").mkdir(parents=True)
+    for name in ("__init__", "before", "kept", "inner/__init__", "inner/deep"):
+        (root / f"{name}.py").write_text("")
+    (tmp_path / "npu_fixes_other_package.py").write_text("")
+    monkeypatch.syspath_prepend(str(tmp_path))
+    assert PACKAGE not in sys.modules  # the absent-torch_npu row: this stand-in only
+    try:
+        package = importlib.import_module(PACKAGE)
+        importlib.import_module(f"{PACKAGE}.before")
+        with left_as_found(keep=[f"{PACKAGE}.kept"]):
+            for name in (f"{PACKAGE}.inner.deep", f"{PACKAGE}.kept", "npu_fixes_other_package"):
+                importlib.import_module(name)
+        left = {n for n in sys.modules if n.partition(".")[0] == PACKAGE}
+        assert left == {PACKAGE, f"{PACKAGE}.before", f"{PACKAGE}.kept"}
+        assert not hasattr(package, "inner") and hasattr(package, "kept") and hasattr(package, "before")
+        assert "npu_fixes_other_package" in sys.modules
+    finally:
+        for name in [n for n in sys.modules if n.partition(".")[0] in (PACKAGE, "npu_fixes_other_package")]:
+            del sys.modules[name]

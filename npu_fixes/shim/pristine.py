@@ -38,7 +38,7 @@ def left_as_found(keep: Iterable[str] = ()) -> Iterator[None]:
     and ``torch_npu`` modules imported inside are gone from ``sys.modules`` (and from their
     package), except the names in ``keep`` (modules whose import npu_fixes acts on)."""
     saved, registered = _registries()
-    modules = {name for name in sys.modules if name.partition(".")[0] == PACKAGE}
+    modules = set(sys.modules)
     try:
         yield
     finally:
@@ -51,8 +51,8 @@ def left_as_found(keep: Iterable[str] = ()) -> Iterator[None]:
             if not registered:  # registration runs again when Inductor first needs it
                 common.init_backend_registration.cache_clear()
         keep = set(keep)
-        for name in [n for n in sys.modules if n.partition(".")[0] == PACKAGE
-                     and n not in modules and n not in keep]:
+        imported = {n for n in sys.modules.keys() - modules - keep if n.partition(".")[0] == PACKAGE}
+        for name in [n for n in sys.modules if n in imported] if imported else ():  # in import order
             module = sys.modules.pop(name)
             parent, _, child = name.rpartition(".")
             if getattr(sys.modules.get(parent), child, None) is module:
