@@ -396,11 +396,11 @@ def interpreter_fast_paths() -> Iterator[None]:
                       arithmetic_check: bool = True, div_or_mod: bool = False) -> tuple[Any, Any]:
         left, right = operand_key(lhs), operand_key(rhs)
         known = arithmetic_check and left is not None and right is not None
-        key = (left, right, div_or_mod) if known else None
+        key = (left, right, div_or_mod)
         ret = promoted.get(key) if known else None
         if ret is None:  # Triton's own checks: a bad pair raises here every time
             lhs, rhs = check_types(self, lhs, rhs, allow_lhs_ptr, allow_rhs_ptr, arithmetic_check, div_or_mod)
-            if key is not None:
+            if known:
                 promoted[key] = lhs.type.scalar
             return lhs, rhs
         lhs = self.scalar_constant(lhs, dtype=ret) if type(left) is tuple else self.cast(lhs, ret)
