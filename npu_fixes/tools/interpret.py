@@ -23,6 +23,7 @@ from __future__ import annotations
 
 import contextlib
 import dataclasses
+import functools
 import importlib
 import numbers
 import random
@@ -501,12 +502,15 @@ def interpret(function: Callable[..., Any], grid: tuple[int, int, int], kwargs: 
     from triton.runtime.jit import JITFunction
 
     patch_lang, scopes, patched = interpreter._patch_lang, [], set()
+    #: per function of this launch: the language modules it sees; its interpreted form
+    langs_seen_by = functools.cache(_langs_seen_by)
+    interpreted = functools.cache(interpreter.InterpretedFunction)
 
     def recorded(fn: Any) -> Any:
         """Triton's patching of the language modules for ``fn``. A device function's
         patches stay until the launch's own are restored, and are undone first."""
         scope = patch_lang(fn)
-        patched.update(_langs_seen_by(fn))
+        patched.update(langs_seen_by(fn))
         if not scopes:
             restore = scope.restore
 
@@ -522,17 +526,10 @@ def interpret(function: Callable[..., Any], grid: tuple[int, int, int], kwargs: 
 
     device_call = interpreter.InterpretedFunction.__call__
 
-    #: per function of this launch: the language modules it sees; its interpreted form
-    langs: dict[Any, frozenset[str]] = {}
-    helpers: dict[Any, Any] = {}
-
     def called(self: Any, *args: Any, **kw: Any) -> Any:
         """A device function called: patched for as Triton does, unless the language
         modules it sees are patched for the launch already; then only the call is left."""
-        seen = langs.get(self.fn)
-        if seen is None:
-            seen = langs[self.fn] = _langs_seen_by(self.fn)
-        if not seen <= patched:
+        if not langs_seen_by(self.fn) <= patched:
             return device_call(self, *args, **kw)
         rewritten = self.rewrite()  # made once per function
         try:
@@ -544,10 +541,7 @@ def interpret(function: Callable[..., Any], grid: tuple[int, int, int], kwargs: 
         for extra in _ASCEND_KEYWORDS.get((self.fn.__module__, self.fn.__name__), ()):
             if extra not in inspect.signature(self.fn).parameters:
                 kw.pop(extra, None)
-        helper = helpers.get(self.fn)
-        if helper is None:
-            helper = helpers[self.fn] = interpreter.InterpretedFunction(self.fn)
-        return called(helper, *args, **kw)
+        return called(interpreted(self.fn), *args, **kw)
 
     patch_tensor = interpreter._patch_lang_tensor
 
