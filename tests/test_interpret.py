@@ -27,7 +27,6 @@ libdevice = language_modules()["triton.language.extra.cann"].libdevice
 extract_slice = language_modules()["triton.language.extra.cann.extension"].extract_slice
 
 
-
 def test_promotion_remembered_gives_the_operands_and_errors_triton_gives():
     """Binary operations on a table of operand pairs (tensors of several types and ranks,
     Python numbers, a pointer, NaN), twice each under the fast paths: the same result types,
@@ -65,6 +64,7 @@ def test_promotion_remembered_gives_the_operands_and_errors_triton_gives():
     with interpreter_fast_paths():
         assert results() == expected
     assert sum(isinstance(r, str) for r in expected) >= 20  # errors are part of the table
+
 
 @triton.jit
 def _last_writer(out_ptr, ids_ptr, n):
@@ -250,7 +250,6 @@ def test_out_of_bounds_store_raises_before_writing():
     assert small.tolist() == [0.0] * 8  # nothing was written
 
 
-
 def test_bounds_check_of_addresses_in_one_buffer_and_across_several():
     """The check itself on raw addresses, two buffers of 64 bytes at 1000 and 2000: a span
     inside one passes, as do addresses in both; the last element one past the end, an
@@ -285,6 +284,7 @@ def test_bounds_check_of_addresses_in_one_buffer_and_across_several():
     assert load(1000, 1500, 2000) == "(1 of 3 addresses)"
     assert load(2000, 3000, 996) == "(2 of 3 addresses)"
     assert busy == {(0, 0, 0)}
+
 
 def test_binary_reads_pointers_as_the_signature_says():
     """An int64 buffer passed where the kernel was compiled for ``*i32`` is read as raw
