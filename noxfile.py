@@ -86,9 +86,18 @@ PARALLEL = ("-n", "auto", "--dist", "loadfile")
 
 @nox.session(name="none", python=False)
 def none(session: nox.Session) -> None:
-    """torch_npu absent: the full suite (gpu-marked tests deselected), its 15 slowest
-    tests listed at the end."""
-    session.run(PY, "-m", "pytest", *PARALLEL, "-m", "not gpu", "--durations=15", "tests", *session.posargs)
+    """torch_npu absent: the suite but for the model level (``model``) and the gpu-marked
+    tests, its 15 slowest tests listed at the end."""
+    session.run(PY, "-m", "pytest", *PARALLEL, "-m", "not gpu and not model", "--durations=15", "tests",
+                *session.posargs)
+
+
+@nox.session(python=False)
+def model(session: nox.Session) -> None:
+    """torch_npu absent: the model-level subset (tests marked ``model``: whole models trained
+    through genuine states and wheels, one program each), spread test by test over every core."""
+    session.run(PY, "-m", "pytest", "-n", "auto", "--dist", "load", "-m", "model and not gpu", "--durations=15",
+                "tests", *session.posargs)
 
 
 @nox.session(python=False, default=False)

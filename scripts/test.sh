@@ -1,12 +1,13 @@
 #!/usr/bin/env bash
 # Set up everything on a fresh machine and run the tests: every row of the pinned-version
-# matrix in noxfile.py. First `none` (torch_npu absent, the full suite, pytest-xdist over
-# every core; its tests/test_matrix.py runs every installed row too: each pinned wheel,
-# each genuine upstream state of the backend, each pre-fix copy, that row's torch_npu on
-# its programs' path), then the rows tagged `peer` (upstream's own regression tests at each
-# genuine state), as many at once as there are cores, each row's output printed when it
-# ends. One row in a session of its own: `.venv/bin/nox -s genuine-8bfbb9ed1` (`-l` lists
-# the rows).
+# matrix in noxfile.py. First `none` (torch_npu absent, the suite but for the model level,
+# pytest-xdist over every core; its tests/test_matrix.py runs every installed row too: each
+# pinned wheel, each genuine upstream state of the backend, each pre-fix copy, that row's
+# torch_npu on its programs' path), then `model` (the model-level subset: whole models
+# trained through genuine states and wheels), then the rows tagged `peer` (upstream's own
+# regression tests at each genuine state), as many at once as there are cores, each row's
+# output printed when it ends. One row in a session of its own:
+# `.venv/bin/nox -s genuine-8bfbb9ed1` (`-l` lists the rows).
 # Usage: bash scripts/test.sh [extra pytest args: then only the "none" row runs, with them]
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -23,6 +24,7 @@ if [ "$#" -gt 0 ]; then
   exec "${NOX[@]}" -s none -- "$@"
 fi
 "${NOX[@]}" -s none
+"${NOX[@]}" -s model
 LOGS=.cache/logs
 rm -rf "$LOGS" && mkdir -p "$LOGS"
 "${NOX[@]}" -t peer -l --json 2>/dev/null \

@@ -9,11 +9,16 @@ import pytest
 from tests.conftest import cli, run_program, run_python, wheel_path
 from tests.genuine_states import COMMITS
 
+#: The model-level subset: tests that train a whole model through a backend. They run in a
+#: row of their own (``nox -s model``), not in ``none``.
+model_level = pytest.mark.model
+
 #: What the Hugging Face models of these tests import, imported once by the fork server.
 TRANSFORMERS = ("transformers", "transformers.models.bert.modeling_bert",
                 "transformers.models.distilbert.modeling_distilbert")
 
 
+@model_level
 def test_cli_smoke_two_tiny_models():
     proc = cli("accuracy", "--models", "BERT_pytorch,BertForMaskedLM", "--iterations", "2", "--json",
                preload=TRANSFORMERS)
@@ -43,6 +48,7 @@ def interpreted_run(genuine, where: str, fixes: str, model: str, iterations: int
 CONTROL_DEPS = "InductorError: LoweringException: AttributeError: 'Subgraph' object has no attribute 'dtype'"
 
 
+@model_level
 @pytest.mark.parametrize("fixes", ["all", "none", "all-but-control-deps-lowering"])
 def test_interpret_runs_a_model_through_a_genuine_state(genuine, fixes):
     """DistilBERT trained one step on CPU through 8bfbb9ed1's backend, its kernels in
@@ -67,6 +73,7 @@ def test_interpret_runs_a_model_through_a_genuine_state(genuine, fixes):
 IN_OUT_INT64 = {"fastNLP_seq_len": "pred.beyond_shortest", "BatchNormTagger": "buffer.norm.num_batches_tracked"}
 
 
+@model_level
 @pytest.mark.parametrize("model, state, fixes, passed", [
     ("fastNLP_seq_len", "8bfbb9ed1", "all", True), ("fastNLP_seq_len", "8bfbb9ed1", "none", False),
     ("fastNLP_seq_len", "8bfbb9ed1", "all-but-boundary-downcast", False),
@@ -88,6 +95,7 @@ def test_interpret_shows_boundary_downcast_at_model_level(genuine, model, state,
     assert ("boundary-downcast" in record["fixes"]) is (fixes == "all")
 
 
+@model_level
 @pytest.mark.parametrize("state, fixes, passed", [
     ("95c9094da", "none", False), ("95c9094da", "all", True), ("f8802037a", "none", False),
     ("8bfbb9ed1", "all-but-launch-grid", False), ("5ff81d9c5", "none", True),
@@ -107,6 +115,7 @@ def test_interpret_shows_launch_grid_at_model_level(genuine, state, fixes, passe
     assert ("launch-grid" in record["fixes"]) is (fixes == "all")
 
 
+@model_level
 @pytest.mark.parametrize("where, fixes, passed", [
     ("bafc50684", "all", True), ("bafc50684", "all-but-rsplit-nested-range", False), ("2.13.0", "none", False),
 ])
@@ -127,6 +136,7 @@ def test_interpret_shows_rsplit_nested_range_at_model_level(genuine, where, fixe
 OUR_GATE, UPSTREAM_GATE = "(npu_fixes rng-capture-gate)", "has no graph-safe seed/offset ABI"
 
 
+@model_level
 @pytest.mark.parametrize("where, fixes, gate", [
     ("8bfbb9ed1", "none", None), ("8bfbb9ed1", "all", OUR_GATE), ("95c9094da", "all-but-rng-capture-gate", None),
     ("5ff81d9c5", "none", UPSTREAM_GATE), ("2.13.0", "none", UPSTREAM_GATE),
@@ -149,6 +159,7 @@ def test_interpret_shows_rng_capture_gate_at_model_level(genuine, where, fixes, 
     assert ("rng-capture-gate" in record["fixes"]) is (fixes == "all" and where == "8bfbb9ed1")
 
 
+@model_level
 @pytest.mark.parametrize("where, fixes, passed", [
     ("bafc50684", "none", False), ("bafc50684", "all", True), ("bafc50684", "all-but-min2-propagate-nan", False),
     ("2.13.0", "none", True),
@@ -170,6 +181,7 @@ RSPLIT_OUTER = ("OutOfBounds('triton_unk_fused_sum_t_view_8: a store outside eve
                 " (52 of 416 addresses)')")
 
 
+@model_level
 @pytest.mark.parametrize("state, fixes, passed", [
     ("8bfbb9ed1", "none", False), ("8bfbb9ed1", "all", True), ("8bfbb9ed1", "all-but-rsplit-outer", False),
     ("95c9094da", "none", True),
@@ -195,6 +207,7 @@ def test_interpret_shows_rsplit_outer_at_model_level(genuine, state, fixes, pass
 DUALVIEW = "InductorError: AssertionError: Unregistered range symbol: r0_1"
 
 
+@model_level
 @pytest.mark.parametrize("fixes", ["none", "all", "all-but-dualview-fold,range-symbol-canon"])
 def test_interpret_shows_dualview_fold_at_model_level(genuine, fixes):
     """One step of DistilBERT at the reports' 4 x 512 tokens (one layer, width 32, dropout
@@ -210,6 +223,7 @@ def test_interpret_shows_dualview_fold_at_model_level(genuine, fixes):
         assert "dualview-fold" not in record["fixes"]
 
 
+@model_level
 def test_interpret_shuffled_programs_leave_a_race_free_model_right(genuine):
     """``--shuffle SEED`` runs each launch's programs in a drawn order (the interpreter's own
     test shows the order change): a model whose kernels have no race stays equal to eager."""
