@@ -96,8 +96,8 @@ def none(session: nox.Session) -> None:
 def model(session: nox.Session) -> None:
     """torch_npu absent: the model-level subset (tests marked ``model``: whole models trained
     through genuine states and wheels, one program each), spread test by test over every core."""
-    session.run(PY, "-m", "pytest", "-n", "auto", "--dist", "load", "-m", "model and not gpu", "--durations=15",
-                "tests", *session.posargs)
+    session.run(PY, "-m", "pytest", "-n", "auto", "--dist", "load", "-m", "model and not gpu",
+                "--durations=15", "tests", *session.posargs)
 
 
 @nox.session(python=False, default=False)

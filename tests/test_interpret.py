@@ -135,6 +135,56 @@ def test_device_functions_run_as_called_and_the_language_is_restored(monkeypatch
     assert [k for k in before if after.get(k) is not before[k]] == []
 
 
+@triton.jit
+def _plus_one(x):
+    return x + 1
+
+
+def test_fast_paths_patch_for_device_functions_once_per_launch(monkeypatch):
+    """Kernels launched by Triton's own interpreter (``TRITON_INTERPRET=1``, as the cross
+    entropy tests run): with the fast paths a launch patches for its kernel and for a helper
+    that sees other modules, once; each launch again; the same result as without, and the
+    language restored after each. A helper called outside any launch is patched for at
+    every call, as Triton does."""
+    from triton.runtime import interpreter
+
+    patch_lang, patched_for, scopes = interpreter._patch_lang, [], []
+
+    def recording(fn):
+        patched_for.append(fn.__name__)
+        scopes.append(patch_lang(fn))
+        return scopes[-1]
+
+    monkeypatch.setattr(interpreter, "_patch_lang", recording)
+    x = torch.randn(4, 16)
+
+    def launch() -> torch.Tensor:
+        out = torch.zeros(4)
+        _row_max_twice[(1,)](x, out, BLOCK=8)
+        return out
+
+    before = _language_attributes()
+    plain = launch()
+    assert patched_for == ["_row_max_twice", "zeros", "max", "max"]  # Triton: at every call
+    leaked = {k for k, v in _language_attributes().items() if before.get(k) is not v}
+    assert leaked and all(k.startswith("triton.language.core.") for k in leaked)  # the helpers' patches
+    for key in leaked:
+        setattr(tl.core, key.rpartition(".")[2], before[key])
+    patched_for.clear()
+    with interpreter_fast_paths():
+        opened = _language_attributes()  # with the fast paths' own patches
+        assert [torch.equal(launch(), plain) for _ in range(2)] == [True, True]
+        assert _language_attributes() == opened
+        assert patched_for == ["_row_max_twice", "zeros"] * 2
+        patched_for.clear()
+        assert _plus_one(1) == 2 and _plus_one(2) == 3
+        assert patched_for == ["_plus_one", "_plus_one"]
+        for scope in reversed(scopes[-2:]):  # what Triton leaves patched after such a call
+            scope.restore()
+    assert _language_attributes() == before
+    assert torch.equal(plain, x[:, :8].amax(1) + x[:, 8:].amax(1))
+
+
 def test_interpreter_fast_paths_give_the_types_and_tensors_triton_makes():
     from triton.language import core, semantic
     from triton.runtime import interpreter

@@ -421,7 +421,60 @@ def interpreter_fast_paths() -> Iterator[None]:
             mock.patch.object(core.tensor, "__init__", tensor_of_shared_shape), \
             mock.patch.object(semantic.TritonSemantic, "broadcast_impl_value", broadcast_unless_alike), \
             mock.patch.object(semantic.TritonSemantic, "binary_op_type_checking_impl", promoted_once), \
-            mock.patch.object(interpreter, "_get_np_dtype", cached_np_dtype):
+            mock.patch.object(interpreter, "_get_np_dtype", cached_np_dtype), \
+            _language_patched_once_per_launch():
+        yield
+
+
+@contextlib.contextmanager
+def _language_patched_once_per_launch() -> Iterator[None]:
+    """While open, a JIT helper called inside a launch skips Triton's patching of the language
+    modules it sees (a scan of every member of four modules, about half of an interpreted
+    cross entropy test's time) where the launch has patched them already: the same patches,
+    made again. A device function's patches stay until the launch's own are restored, and
+    are undone first; one called outside any launch is patched for as Triton does."""
+    from triton.runtime import interpreter
+
+    patch_lang, device_call = interpreter._patch_lang, interpreter.InterpretedFunction.__call__
+    langs_seen_by = functools.cache(_langs_seen_by)
+    scopes: list[Any] = []  # the running launch's patch scope, then its device functions'
+    patched: set[str] = set()  # the language modules patched for the running launch
+    device_calls: list[Any] = []  # the device functions Triton patches for, innermost last
+
+    def recorded(fn: Any) -> Any:
+        scope = patch_lang(fn)
+        if device_calls and not scopes:
+            return scope  # no launch: Triton keeps these patches, and so nothing is recorded
+        patched.update(langs_seen_by(fn))
+        if not scopes:
+            restore = scope.restore
+
+            def restore_all() -> None:
+                while len(scopes) > 1:
+                    scopes.pop().restore()
+                restore()
+                scopes.clear()
+                patched.clear()
+
+            scope.restore = restore_all
+        scopes.append(scope)
+        return scope
+
+    def called(self: Any, *args: Any, **kw: Any) -> Any:
+        if not langs_seen_by(self.fn) <= patched:
+            device_calls.append(self)
+            try:
+                return device_call(self, *args, **kw)
+            finally:
+                device_calls.pop()
+        rewritten = self.rewrite()  # made once per function
+        try:
+            return rewritten(*args, **kw)
+        except Exception as e:
+            raise interpreter.InterpreterError(repr(e)) from e
+
+    with mock.patch.object(interpreter, "_patch_lang", recorded), \
+            mock.patch.object(interpreter.InterpretedFunction, "__call__", called):
         yield
 
 
@@ -501,47 +554,14 @@ def interpret(function: Callable[..., Any], grid: tuple[int, int, int], kwargs: 
     from triton.runtime import interpreter
     from triton.runtime.jit import JITFunction
 
-    patch_lang, scopes, patched = interpreter._patch_lang, [], set()
-    #: per function of this launch: the language modules it sees; its interpreted form
-    langs_seen_by = functools.cache(_langs_seen_by)
+    #: per function of this launch: its interpreted form
     interpreted = functools.cache(interpreter.InterpretedFunction)
-
-    def recorded(fn: Any) -> Any:
-        """Triton's patching of the language modules for ``fn``. A device function's
-        patches stay until the launch's own are restored, and are undone first."""
-        scope = patch_lang(fn)
-        patched.update(langs_seen_by(fn))
-        if not scopes:
-            restore = scope.restore
-
-            def restore_all() -> None:
-                while len(scopes) > 1:
-                    scopes.pop().restore()
-                restore()
-                patched.clear()
-
-            scope.restore = restore_all
-        scopes.append(scope)
-        return scope
-
-    device_call = interpreter.InterpretedFunction.__call__
-
-    def called(self: Any, *args: Any, **kw: Any) -> Any:
-        """A device function called: patched for as Triton does, unless the language
-        modules it sees are patched for the launch already; then only the call is left."""
-        if not langs_seen_by(self.fn) <= patched:
-            return device_call(self, *args, **kw)
-        rewritten = self.rewrite()  # made once per function
-        try:
-            return rewritten(*args, **kw)
-        except Exception as e:
-            raise interpreter.InterpreterError(repr(e)) from e
 
     def nested(self: Any, *args: Any, **kw: Any) -> Any:  # a JIT helper made for compiled kernels
         for extra in _ASCEND_KEYWORDS.get((self.fn.__module__, self.fn.__name__), ()):
             if extra not in inspect.signature(self.fn).parameters:
                 kw.pop(extra, None)
-        return called(interpreted(self.fn), *args, **kw)
+        return interpreted(self.fn)(*args, **kw)  # a device call (interpreter_fast_paths)
 
     patch_tensor = interpreter._patch_lang_tensor
 
@@ -552,14 +572,12 @@ def interpret(function: Callable[..., Any], grid: tuple[int, int, int], kwargs: 
     builder = interpreter.interpreter_builder
     busy: set[tuple] = set()
     with contextlib.ExitStack() as stack:
-        stack.enter_context(mock.patch.object(interpreter, "_patch_lang", recorded))
         # The interpreter checks every int32 add, sub and mul for overflow (about half of its
         # time on index arithmetic); a device does not. A wrapped address still shows: every
         # load and store is bounds-checked.
         stack.enter_context(mock.patch.object(
             builder, "options", dataclasses.replace(builder.options, sanitize_overflow=False)))
         stack.enter_context(mock.patch.object(JITFunction, "__call__", nested))
-        stack.enter_context(mock.patch.object(interpreter.InterpretedFunction, "__call__", called))
         stack.enter_context(mock.patch.object(interpreter, "_patch_lang_tensor", index_by_item))
         stack.enter_context(interpreter_fast_paths())
         for patch in (*_any_block_shape(), *_bounds_checked(builder, kwargs, function.__name__, busy)):

@@ -21,6 +21,7 @@ import torch.multiprocessing as mp
 
 from npu_fixes.ops import parallel_cross_entropy
 from npu_fixes.ops.cross_entropy import launch_config, routing, torch_path, triton_path, tuning, use_triton
+from npu_fixes.tools.interpret import interpreter_fast_paths
 from tests.ops.test_cross_entropy import TOL, reference
 
 # slice sizes per world size: even, uneven (a short slice gets empty trailing chunks)
@@ -141,18 +142,19 @@ def _cases(world: int) -> Iterator[tuple[str, tuple[int, ...], dict]]:
 def _cpu_worker(rank: int, world: int, port: int) -> None:
     _init("gloo", rank, world, port)
     tuning.MAX_FUSED_BLOCK["cpu"] = 64  # several blocks per row, a partial last block
-    for slices in SLICES[world]:
-        group = dist.new_group(list(range(world)))  # a group's slice sizes are fixed
-        for path, case_slices, kw in _cases(world):
-            if case_slices != slices:
-                continue
-            os.environ["NPU_FIXES_CE_FORCE_TRITON"] = "0" if path == "torch" else "1"
-            tuning.WAVES = 1 << 20 if path == "triton-split" else 0  # one program per block / per row
-            label = f"{path} slices={slices} {kw}"
-            _run_case(label, group, slices, device="cpu", **kw)
-        with pytest.raises(ValueError, match="slice sizes are fixed"):
-            x = torch.zeros(1, 1, slices[rank] + 1)
-            parallel_cross_entropy(x, torch.zeros(1, 1, dtype=torch.long), dist_process_group=group)
+    with interpreter_fast_paths():  # as the test modules' own (tests/ops/conftest.py)
+        for slices in SLICES[world]:
+            group = dist.new_group(list(range(world)))  # a group's slice sizes are fixed
+            for path, case_slices, kw in _cases(world):
+                if case_slices != slices:
+                    continue
+                os.environ["NPU_FIXES_CE_FORCE_TRITON"] = "0" if path == "torch" else "1"
+                tuning.WAVES = 1 << 20 if path == "triton-split" else 0  # one program per block / per row
+                label = f"{path} slices={slices} {kw}"
+                _run_case(label, group, slices, device="cpu", **kw)
+            with pytest.raises(ValueError, match="slice sizes are fixed"):
+                x = torch.zeros(1, 1, slices[rank] + 1)
+                parallel_cross_entropy(x, torch.zeros(1, 1, dtype=torch.long), dist_process_group=group)
     dist.destroy_process_group()
 
 
