@@ -305,8 +305,9 @@ def interpreter_fast_paths() -> Iterator[None]:
     and two blocks of one rank broadcast without Triton's comparisons of shape tuples.
     A binary operation's promoted type is worked out once per pair of operand types (and
     value, for a Python number), then the same casts and constants are made as Triton's
-    makes them. For interpreted kernels only: the compiler changes a tuple type's types
-    after making it."""
+    makes them. A JIT helper called inside a launch is not patched for again where the
+    launch has patched its language modules (``_language_patched_once_per_launch``).
+    For interpreted kernels only: the compiler changes a tuple type's types after making it."""
     from triton.language import core, semantic
     from triton.runtime import interpreter
 
