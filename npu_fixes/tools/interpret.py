@@ -440,11 +440,11 @@ def _language_patched_once_per_launch() -> Iterator[None]:
     langs_seen_by = functools.cache(_langs_seen_by)
     scopes: list[Any] = []  # the running launch's patch scope, then its device functions'
     patched: set[str] = set()  # the language modules patched for the running launch
-    device_calls: list[Any] = []  # the device functions Triton patches for, innermost last
+    depth = 0  # how many device functions Triton is patching for and running now
 
     def recorded(fn: Any) -> Any:
         scope = patch_lang(fn)
-        if device_calls and not scopes:
+        if depth and not scopes:
             return scope  # no launch: Triton keeps these patches, and so nothing is recorded
         patched.update(langs_seen_by(fn))
         if not scopes:
@@ -462,12 +462,13 @@ def _language_patched_once_per_launch() -> Iterator[None]:
         return scope
 
     def called(self: Any, *args: Any, **kw: Any) -> Any:
+        nonlocal depth
         if not langs_seen_by(self.fn) <= patched:
-            device_calls.append(self)
+            depth += 1
             try:
                 return device_call(self, *args, **kw)
             finally:
-                device_calls.pop()
+                depth -= 1
         rewritten = self.rewrite()  # made once per function
         try:
             return rewritten(*args, **kw)
