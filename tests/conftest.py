@@ -164,39 +164,62 @@ def pytest_unconfigure(config: pytest.Config) -> None:
 
 
 _SERVER: forkserver.ForkServer | None = None
+#: The fork servers that made first steps of their own (``run_program``'s ``first_steps``),
+#: by those steps and their environment.
+_STARTED: dict[tuple[str, str], forkserver.ForkServer] = {}
 
 
-def _forked(argv: Sequence[str], env: dict[str, str], timeout: float,
-            preload: Sequence[str]) -> subprocess.CompletedProcess[str]:
-    """``python ARGV`` as a child of this process's fork server (started on first use),
-    which imports ``preload`` first."""
+def _server(env: dict[str, str], first_steps: str | None) -> forkserver.ForkServer:
+    """The fork server for a program with ``env``: this process's (started on first use, again
+    where the environment changed), or the one that made ``first_steps`` in ``env``."""
     global _SERVER
+    if first_steps is not None:
+        key = (first_steps, json.dumps(env, sort_keys=True))
+        if key not in _STARTED:
+            _STARTED[key] = forkserver.ForkServer(env, str(REPO), first_steps)
+            atexit.register(_STARTED[key].stop)
+        return _STARTED[key]
     server_env = {k: v for k, v in _base_env().items() if k != "PYTHONPATH"}
     if _SERVER is None or not forkserver.forkable(server_env, _SERVER.env):
         if _SERVER is not None:
             _SERVER.stop()
         _SERVER = forkserver.ForkServer(server_env, str(REPO))
         atexit.register(_SERVER.stop)
+    return _SERVER
+
+
+def _forked(argv: Sequence[str], env: dict[str, str], timeout: float,
+            preload: Sequence[str], first_steps: str | None = None) -> subprocess.CompletedProcess[str]:
+    """``python ARGV`` as a child of a fork server (``_server``), which imports ``preload``
+    first."""
+    server = _server(env, first_steps)
     with tempfile.TemporaryDirectory(prefix="npu-fixes-program-") as tmp:
         out, err = os.path.join(tmp, "stdout"), os.path.join(tmp, "stderr")
-        code = _SERVER.run(argv, env, str(REPO), out, err, timeout, preload)
+        code = server.run(argv, env, str(REPO), out, err, timeout, preload)
         return subprocess.CompletedProcess([sys.executable, *argv], code,
                                            Path(out).read_text(errors="replace"),
                                            Path(err).read_text(errors="replace"))
 
 
 def _run(argv: Sequence[str], env: dict[str, str] | None, check: bool, path: Sequence[Path], fresh: bool,
-         python: str | None = None, preload: Sequence[str] = ()) -> subprocess.CompletedProcess[str]:
+         python: str | None = None, preload: Sequence[str] = (),
+         first_steps: str | None = None) -> subprocess.CompletedProcess[str]:
     """Run ``python ARGV`` with ``path`` (first) and the repo importable: forked from the fork
     server (``tests/forkserver.py``: torch already imported) unless ``fresh`` is asked for,
     ``env`` sets a variable read at import time or another ``python`` is named, then in a
     fresh interpreter (of ``python``, default this one's). ``preload``: modules the fork
-    server imports before it forks (``tests/forkserver.py``)."""
+    server imports before it forks (``tests/forkserver.py``). ``first_steps``: the program's
+    first steps (code), the same for many programs: forked from a server that made them in a
+    fresh interpreter with this environment, once for all such programs."""
     full_env = _base_env()
     full_env["PYTHONPATH"] = os.pathsep.join(
         filter(None, [*map(str, path), str(REPO), os.environ.get("PYTHONPATH")]))
     full_env.update(env or {})
-    if not fresh and python is None and forkserver.forkable(full_env, _base_env()):
+    if first_steps is not None:
+        if fresh or python is not None or preload:
+            raise ValueError("first_steps: made in a server's fresh interpreter; not with fresh, python or preload")
+        proc = _forked(argv, full_env, 600, (), first_steps)
+    elif not fresh and python is None and forkserver.forkable(full_env, _base_env()):
         proc = _forked(argv, full_env, 600, preload)
     else:
         proc = subprocess.run(
@@ -215,14 +238,15 @@ def run_python(code: str, env: dict[str, str] | None = None, check: bool = True,
 
 def run_program(module: str, program: str, env: dict[str, str] | None = None,
                 check: bool = True, path: Sequence[Path] = (), fresh: bool = False,
-                python: str | None = None, preload: Sequence[str] = (), **kwargs):
+                python: str | None = None, preload: Sequence[str] = (), first_steps: str | None = None,
+                **kwargs):
     """Run ``program`` of ``tests.programs.<module>`` with ``kwargs`` in an interpreter of
     its own: forked from the fork server, or a fresh one where ``fresh`` (the point of the
-    test is a process that has imported nothing yet) or another ``python`` is named (see
-    ``_run``). With ``check`` (the default) it must succeed and its JSON result is returned;
-    without, the completed process is."""
+    test is a process that has imported nothing yet) or another ``python`` is named, or forked
+    after ``first_steps`` made in a fresh one (see ``_run``). With ``check`` (the
+    default) it must succeed and its JSON result is returned; without, the completed process is."""
     proc = _run(["-m", f"tests.programs.{module}", program, json.dumps(kwargs, default=str)],
-                env, check, path, fresh, python, preload)
+                env, check, path, fresh, python, preload, first_steps)
     return last_json(proc) if check else proc
 
 

@@ -15,6 +15,12 @@ in a variable read at import time (only ``FORKABLE_ENV`` may differ). Two things
 purpose: Dynamo's guard-latency statistic (see ``_no_guard_latency_probe``), and a child's
 garbage collections, which leave out every object the server made (see ``serve``).
 
+A server given ``first_steps`` (code) is the other kind: started in the very environment of
+its children, it preloads nothing, runs that code as the first steps of a fresh ``python -m``
+program and forks the rest of each program from there. Its children are what fresh
+interpreters would be after those steps (an import order: npu_fixes, then torch), but for
+the garbage collections above; tests give it the steps that are the same for many programs.
+
 Protocol, one JSON line each way: a request ``{"argv", "env", "cwd", "stdout", "stderr",
 "preload"}`` (modules the server imports before this fork and keeps) is answered with
 ``{"pid"}`` once forked and ``{"returncode"}`` once the child ended.
@@ -32,9 +38,11 @@ from collections.abc import Sequence
 
 #: Environment variables a forked child may set differently from the server: each is read
 #: when used, not when torch, sympy or Inductor are imported (npu_fixes, which reads the
-#: NPU_FIXES switches at its import, is never imported by the server). Not TRITON_INTERPRET:
-#: Triton's language module, imported by the server, is set up for compiled kernels.
-FORKABLE_ENV = ("PYTHONPATH", "TORCHINDUCTOR_CACHE_DIR")
+#: NPU_FIXES switches at its import, is never imported by the server), or read at start-up
+#: into what a child sets afresh from its own (``sys.path``, ``sys.dont_write_bytecode``).
+#: Not TRITON_INTERPRET: Triton's language module, imported by the server, is set up for
+#: compiled kernels.
+FORKABLE_ENV = ("PYTHONPATH", "PYTHONDONTWRITEBYTECODE", "TORCHINDUCTOR_CACHE_DIR")
 #: What the server imports before it forks: the bulk of a program's start-up, then what a
 #: first compile imports besides (the code generators of every device, imported when
 #: Inductor registers them for a device, and the parts of Triton it uses). Importing a
@@ -56,13 +64,13 @@ def forkable(env: dict[str, str], server_env: dict[str, str]) -> bool:
 class ForkServer:
     """Client side: starts the server with ``env`` on first use and runs requests on it."""
 
-    def __init__(self, env: dict[str, str], cwd: str) -> None:
-        self.env, self.cwd = dict(env), cwd
+    def __init__(self, env: dict[str, str], cwd: str, first_steps: str | None = None) -> None:
+        self.env, self.cwd, self.first_steps = dict(env), cwd, first_steps
         self.proc: subprocess.Popen | None = None
 
     def start(self) -> None:
-        self.proc = subprocess.Popen([sys.executable, __file__], stdin=subprocess.PIPE,
-                                     stdout=subprocess.PIPE, env=self.env, cwd=self.cwd)
+        argv = [sys.executable, __file__, *([self.first_steps] if self.first_steps is not None else [])]
+        self.proc = subprocess.Popen(argv, stdin=subprocess.PIPE, stdout=subprocess.PIPE, env=self.env, cwd=self.cwd)
         ready = self.proc.stdout.readline()
         if ready != b"ready\n":
             raise RuntimeError(f"fork server did not start (said {ready!r})")
@@ -122,6 +130,7 @@ def _child(request: dict, base_path: list[str]) -> None:
     first = "" if argv[0] == "-c" else os.getcwd()
     extra = [p for p in request["env"].get("PYTHONPATH", "").split(os.pathsep) if p]
     sys.path[:] = [first, *map(os.path.abspath, extra), *base_path]
+    sys.dont_write_bytecode = bool(request["env"].get("PYTHONDONTWRITEBYTECODE"))
     importlib.invalidate_caches()
     status = 0
     try:
@@ -213,8 +222,22 @@ def _preload(names: Sequence[str]) -> None:
             raise RuntimeError(f"importing {name} started a thread: {threading.enumerate()}")
 
 
-def serve() -> None:
-    """Preload, then fork a child per request line on stdin until stdin closes."""
+def _first_steps(code: str) -> list[str]:
+    """Run ``code`` as a fresh ``python -m`` program's first steps, on its ``sys.path`` (the
+    working directory, ``PYTHONPATH``, the rest); return the rest as it is after them."""
+    import threading
+
+    extra = [os.path.abspath(p) for p in os.environ.get("PYTHONPATH", "").split(os.pathsep) if p]
+    sys.path[:] = [os.getcwd(), *extra, *(p for p in sys.path if p not in extra)]
+    exec(compile(code, "<first steps>", "exec"), {"__name__": "__first_steps__"})
+    if threading.active_count() != 1:
+        raise RuntimeError(f"the first steps started a thread: {threading.enumerate()}")
+    return [p for p in sys.path[1:] if p not in extra]
+
+
+def serve(first_steps: str | None = None) -> None:
+    """Preload (or run ``first_steps``), then fork a child per request line on stdin until
+    stdin closes."""
     requests = os.fdopen(os.dup(0), "rb")
     replies = os.fdopen(os.dup(1), "wb", buffering=0)
     devnull = os.open(os.devnull, os.O_RDONLY)
@@ -222,11 +245,14 @@ def serve() -> None:
     os.dup2(2, 1)  # what the preloads print must not reach the protocol
     os.close(devnull)
     sys.path.pop(0)  # this file's folder: a program's first entry is its own
-    base_path = list(sys.path)
-    for name in PRELOAD:
-        __import__(name)
-    _warm()
-    _no_guard_latency_probe()
+    if first_steps is not None:
+        base_path = _first_steps(first_steps)
+    else:
+        base_path = list(sys.path)
+        for name in PRELOAD:
+            __import__(name)
+        _warm()
+        _no_guard_latency_probe()
     replies.write(b"ready\n")
     for line in requests:
         request = json.loads(line)
@@ -250,4 +276,4 @@ def serve() -> None:
 
 
 if __name__ == "__main__":
-    serve()
+    serve(*sys.argv[1:])

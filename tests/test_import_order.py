@@ -12,26 +12,37 @@ from tests.conftest import FIXED_UPSTREAM, backend_targets, run_program, wheel_i
 ORDERS = ("npu_fixes-first", "torch-first", "after-load", "after-activation", "autoload-pth")
 
 
-#: The orders whose point is a process that has not imported torch yet: a fresh interpreter.
-#: The others import torch before npu_fixes anyway: a child of the fork server.
+#: The orders whose point is a process that has not imported torch yet: their first steps
+#: (``first_steps``: npu_fixes or the .pth's autoload, then torch) made once in a fresh
+#: interpreter, each program forked from there (``run_program``'s ``first_steps``). The others
+#: import torch before npu_fixes anyway: a child of the fork server.
 BEFORE_TORCH = ("npu_fixes-first", "autoload-pth")
 
 
-def run_order(order: str, location, tmp_path) -> dict:
+@pytest.fixture(scope="module")
+def site_dir(tmp_path_factory):
+    """A site folder with the autoload .pth, for the autoload-pth order."""
+    folder = tmp_path_factory.mktemp("autoload-site")
+    _autoload.enable(folder)
+    return folder
+
+
+def run_order(order: str, location, site_dir) -> dict:
     """``order``'s end state (tests/programs/import_order.py)."""
-    if order == "autoload-pth":
-        _autoload.enable(tmp_path)
-    return run_program("import_order", "end_state", fresh=order in BEFORE_TORCH, order=order,
-                       location=location, targets=backend_targets(), site_dir=str(tmp_path))
+    kwargs = {"order": order, "location": location, "targets": backend_targets(), "site_dir": str(site_dir)}
+    if order not in BEFORE_TORCH:
+        return run_program("import_order", "end_state", **kwargs)
+    steps = f"from tests.programs.import_order import first_steps; first_steps({order!r}, {str(site_dir)!r})"
+    return run_program("import_order", "end_state", first_steps=steps, started=True, **kwargs)
 
 
 @pytest.mark.parametrize("version", FIXED_UPSTREAM)
-def test_fixed_upstream_same_state_every_order(version, tmp_path):
+def test_fixed_upstream_same_state_every_order(version, site_dir):
     """A published wheel: only the defects no published state has fixed are applied; every
     other target stays the very object it was."""
     needed = genuine_states.UNFIXED
     untouched = genuine_states.untouched(needed)
-    results = {order: run_order(order, wheel_install(version), tmp_path) for order in ORDERS}
+    results = {order: run_order(order, wheel_install(version), site_dir) for order in ORDERS}
     for order, res in results.items():
         assert res["states"] == {n: genuine_states.expected_state(n, needed) for n in res["states"]}, (order, res)
         assert res["pristine"] == untouched, (order, res)
@@ -39,26 +50,38 @@ def test_fixed_upstream_same_state_every_order(version, tmp_path):
             assert res["same_objects"] == untouched, (order, res)
 
 
-def test_prefix_copy_same_state_every_order(prefix_copy, tmp_path):
+def test_prefix_copy_same_state_every_order(prefix_copy, site_dir):
     location, needed = prefix_copy("all"), frozenset(genuine_states.FIVE) | genuine_states.UNFIXED
     for order in ORDERS:
-        res = run_order(order, location, tmp_path)
+        res = run_order(order, location, site_dir)
         assert res["states"] == {n: genuine_states.expected_state(n, needed) for n in res["states"]}, (order, res)
         assert res["pristine"] == genuine_states.untouched(needed), (order, res)
 
 
 @pytest.mark.parametrize("state", genuine_states.COMMITS)
-def test_genuine_state_same_state_every_order(genuine, state, tmp_path):
+def test_genuine_state_same_state_every_order(genuine, state, site_dir):
     """A self-build of each genuine state: exactly its defects applied, the rest untouched."""
     location, needed = genuine(state), genuine_states.needed_at(state)
     untouched, absent = genuine_states.untouched(needed), genuine_states.absent_at(state)
     for order in ORDERS:
-        res = run_order(order, location, tmp_path)
+        res = run_order(order, location, site_dir)
         assert res["states"] == {n: genuine_states.expected_state(n, needed, absent) for n in res["states"]}, \
             (order, res)
         assert res["pristine"] == untouched, (order, res)
         if res["same_objects"] is not None:
             assert res["same_objects"] == untouched, (order, res)
+
+
+@pytest.mark.parametrize("order", BEFORE_TORCH)
+def test_first_steps_made_once_end_as_in_a_fresh_interpreter(genuine, site_dir, order):
+    """A program forked after the order's first steps (as the tests above run it) ends in
+    the state a fresh interpreter making those steps itself ends in."""
+    kwargs = {"order": order, "location": genuine("8bfbb9ed1"), "targets": backend_targets(),
+              "site_dir": str(site_dir)}
+    fresh = run_program("import_order", "end_state", fresh=True, **kwargs)
+    forked = run_order(order, kwargs["location"], site_dir)
+    assert fresh.pop("imported_first") == [] and forked.pop("imported_first") == ["torch", "npu_fixes"]
+    assert forked == fresh and "applied" in fresh["states"].values(), (forked, fresh)
 
 
 def test_backend_reload_gets_the_repairs_again(genuine):

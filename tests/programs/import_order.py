@@ -19,39 +19,47 @@ def activate(loaded) -> None:
     assert low.FALLBACK_LIST
 
 
-def end_state(order: str, location: str, targets: dict, site_dir: str | None = None) -> dict:
-    """Host-load ``location`` with ``import npu_fixes`` in the place ``order`` says
-    (npu_fixes-first, torch-first, after-load, after-activation, or autoload-pth: the
-    .pth in ``site_dir`` arms it when torch imports); then the fixes' states, whether each
-    backend target is free of npu_fixes' code, and (where npu_fixes came after
-    the load) whether importing it kept the very objects the targets named before."""
-    same_objects = None
+def first_steps(order: str, site_dir: str | None = None) -> None:
+    """What ``order`` does before the backend is loaded, the same for every location:
+    npu_fixes-first imports npu_fixes, then torch (``host_load``'s first import);
+    torch-first the other way round; autoload-pth adds ``site_dir`` (its .pth arms the
+    autoload), then imports torch (which fires it). The other orders do nothing yet."""
     if order == "npu_fixes-first":
-        import npu_fixes  # noqa: F401
-
-        loaded = host_load(location)
+        import npu_fixes  # noqa: F401, I001 - before torch: the point of this order
+        import torch  # noqa: F401
     elif order == "torch-first":
         import torch  # noqa: F401
 
         import npu_fixes  # noqa: F401
-
-        loaded = host_load(location)
     elif order == "autoload-pth":
         import site
 
         site.addsitedir(site_dir)
         import torch  # noqa: F401
 
-        loaded = host_load(location)
-    else:
-        loaded = host_load(location)
+
+def end_state(order: str, location: str, targets: dict, site_dir: str | None = None, started: bool = False) -> dict:
+    """Host-load ``location`` with ``import npu_fixes`` in the place ``order`` says
+    (npu_fixes-first, torch-first, after-load, after-activation, or autoload-pth: the
+    .pth in ``site_dir`` arms it when torch imports); then the fixes' states, whether each
+    backend target is free of npu_fixes' code, and (where npu_fixes came after
+    the load) whether importing it kept the very objects the targets named before.
+    ``started``: this process has made ``first_steps(order)`` already (a child of a fork
+    server that made them). ``imported_first``: which of torch and npu_fixes this process
+    held when the program began."""
+    imported_first = [name for name in ("torch", "npu_fixes") if name in sys.modules]
+    if not started:
+        first_steps(order, site_dir)
+    loaded = host_load(location)
+    same_objects = None
+    if order in ("after-load", "after-activation"):
         if order == "after-activation":
             activate(loaded)
         before = backend_targets(targets)
         import npu_fixes  # noqa: F401
 
         same_objects = {name: obj is before[name] for name, obj in backend_targets(targets).items()}
-    return report(same_objects)
+    return {**report(same_objects), "imported_first": imported_first}
 
 
 def report(same_objects: dict | None) -> dict:
