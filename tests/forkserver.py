@@ -45,9 +45,11 @@ from collections.abc import Sequence
 FORKABLE_ENV = ("PYTHONPATH", "PYTHONDONTWRITEBYTECODE", "TORCHINDUCTOR_CACHE_DIR")
 #: What the server imports before it forks: the bulk of a program's start-up, then what a
 #: first compile imports besides (the code generators of every device, imported when
-#: Inductor registers them for a device, and the parts of Triton it uses). Importing a
-#: module registers nothing for a device: a child does that where a fresh process does.
-PRELOAD = ("torch", "sympy", "torch._inductor.lowering", "torch._inductor.codegen.triton",
+#: Inductor registers them for a device, and the parts of Triton it uses), and what sympy
+#: imports at its first sum of two terms (its tensor module: 28 ms of a child that probes
+#: or compiles). Importing a module registers nothing for a device: a child does that where
+#: a fresh process does.
+PRELOAD = ("torch", "sympy", "sympy.tensor.tensor", "torch._inductor.lowering", "torch._inductor.codegen.triton",
            "torch._inductor.runtime.triton_heuristics", "torch._inductor.loop_body",
            *(f"torch._inductor.codegen.{name}" for name in (
                "cpp_wrapper_cpu_array_ref", "cpp_wrapper_gpu", "cpp_wrapper_mps", "cuda_combined_scheduling",
