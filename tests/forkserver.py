@@ -10,7 +10,7 @@ requested environment, working directory, ``sys.path`` (its ``PYTHONPATH`` first
 status of a fresh interpreter (1 and a traceback for an uncaught exception). What it
 cannot be is an interpreter in which torch was never imported: tests whose point is the
 import order, the ``.pth`` autoload or what importing npu_fixes pulls in ask for a fresh
-interpreter instead, and so does any request whose environment differs from the server's
+interpreter instead (or a server of the other kind, below), and so does any request whose environment differs from the server's
 in a variable read at import time (only ``FORKABLE_ENV`` may differ). Two things differ on
 purpose: Dynamo's guard-latency statistic (see ``_no_guard_latency_probe``), and a child's
 garbage collections, which leave out every object the server made (see ``serve``).
@@ -46,8 +46,8 @@ FORKABLE_ENV = ("PYTHONPATH", "PYTHONDONTWRITEBYTECODE", "TORCHINDUCTOR_CACHE_DI
 #: What the server imports before it forks: the bulk of a program's start-up, then what a
 #: first compile imports besides (the code generators of every device, imported when
 #: Inductor registers them for a device, and the parts of Triton it uses), and what sympy
-#: imports at its first sum of two terms (its tensor module: 28 ms of a child that probes
-#: or compiles). Importing a module registers nothing for a device: a child does that where
+#: imports at its first sum of two terms (its tensor module: about 50 ms of each child
+#: that probes or compiles). Importing a module registers nothing for a device: a child does that where
 #: a fresh process does.
 PRELOAD = ("torch", "sympy", "sympy.tensor.tensor", "torch._inductor.lowering", "torch._inductor.codegen.triton",
            "torch._inductor.runtime.triton_heuristics", "torch._inductor.loop_body",
