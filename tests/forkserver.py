@@ -10,10 +10,11 @@ requested environment, working directory, ``sys.path`` (its ``PYTHONPATH`` first
 status of a fresh interpreter (1 and a traceback for an uncaught exception). What it
 cannot be is an interpreter in which torch was never imported: tests whose point is the
 import order, the ``.pth`` autoload or what importing npu_fixes pulls in ask for a fresh
-interpreter instead (or a server of the other kind, below), and so does any request whose environment differs from the server's
-in a variable read at import time (only ``FORKABLE_ENV`` may differ). Two things differ on
-purpose: Dynamo's guard-latency statistic (see ``_no_guard_latency_probe``), and a child's
-garbage collections, which leave out every object the server made (see ``serve``).
+interpreter instead (or a server of the other kind, below), and so does any request whose
+environment differs from the server's in a variable read at import time (only
+``FORKABLE_ENV`` may differ). Two things differ on purpose: Dynamo's guard-latency
+statistic (see ``_no_guard_latency_probe``), and a child's garbage collections, which leave
+out every object the server made (see ``serve``).
 
 A server given ``first_steps`` (code) is the other kind: started in the very environment of
 its children, it preloads nothing, runs that code as the first steps of a fresh ``python -m``
@@ -47,8 +48,8 @@ FORKABLE_ENV = ("PYTHONPATH", "PYTHONDONTWRITEBYTECODE", "TORCHINDUCTOR_CACHE_DI
 #: first compile imports besides (the code generators of every device, imported when
 #: Inductor registers them for a device, and the parts of Triton it uses), and what sympy
 #: imports at its first sum of two terms (its tensor module: about 50 ms of each child
-#: that probes or compiles). Importing a module registers nothing for a device: a child does that where
-#: a fresh process does.
+#: that probes or compiles). Importing a module registers nothing for a device: a child does
+#: that where a fresh process does.
 PRELOAD = ("torch", "sympy", "sympy.tensor.tensor", "torch._inductor.lowering", "torch._inductor.codegen.triton",
            "torch._inductor.runtime.triton_heuristics", "torch._inductor.loop_body",
            *(f"torch._inductor.codegen.{name}" for name in (
@@ -130,8 +131,7 @@ def _child(request: dict, base_path: list[str]) -> None:
     os.environ.update(request["env"])
     argv = request["argv"]
     first = "" if argv[0] == "-c" else os.getcwd()
-    extra = [p for p in request["env"].get("PYTHONPATH", "").split(os.pathsep) if p]
-    sys.path[:] = [first, *map(os.path.abspath, extra), *base_path]
+    sys.path[:] = [first, *_pythonpath(request["env"]), *base_path]
     sys.dont_write_bytecode = bool(request["env"].get("PYTHONDONTWRITEBYTECODE"))
     importlib.invalidate_caches()
     status = 0
@@ -160,6 +160,11 @@ def _child(request: dict, base_path: list[str]) -> None:
         except (OSError, ValueError):
             pass
     os._exit(status)
+
+
+def _pythonpath(env) -> list[str]:
+    """The ``sys.path`` entries that ``PYTHONPATH`` in ``env`` gives an interpreter."""
+    return [os.path.abspath(p) for p in env.get("PYTHONPATH", "").split(os.pathsep) if p]
 
 
 def _exit_status(code) -> int:
@@ -229,7 +234,7 @@ def _first_steps(code: str) -> list[str]:
     working directory, ``PYTHONPATH``, the rest); return the rest as it is after them."""
     import threading
 
-    extra = [os.path.abspath(p) for p in os.environ.get("PYTHONPATH", "").split(os.pathsep) if p]
+    extra = _pythonpath(os.environ)
     sys.path[:] = [os.getcwd(), *extra, *(p for p in sys.path if p not in extra)]
     exec(compile(code, "<first steps>", "exec"), {"__name__": "__first_steps__"})
     if threading.active_count() != 1:
