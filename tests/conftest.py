@@ -210,15 +210,16 @@ def _run(argv: Sequence[str], env: dict[str, str] | None, check: bool, path: Seq
     fresh interpreter (of ``python``, default this one's). ``preload``: modules the fork
     server imports before it forks (``tests/forkserver.py``). ``first_steps``: the program's
     first steps (code), the same for many programs: forked from a server that made them in a
-    fresh interpreter with this environment, once for all such programs."""
+    fresh interpreter with this environment, once for all such programs (and imported
+    ``preload`` after them)."""
     full_env = _base_env()
     full_env["PYTHONPATH"] = os.pathsep.join(
         filter(None, [*map(str, path), str(REPO), os.environ.get("PYTHONPATH")]))
     full_env.update(env or {})
     if first_steps is not None:
-        if fresh or python is not None or preload:
-            raise ValueError("first_steps: made in a server's fresh interpreter; not with fresh, python or preload")
-        proc = _forked(argv, full_env, 600, (), first_steps)
+        if fresh or python is not None:
+            raise ValueError("first_steps: made in a server's fresh interpreter; not with fresh or python")
+        proc = _forked(argv, full_env, 600, preload, first_steps)
     elif not fresh and python is None and forkserver.forkable(full_env, _base_env()):
         proc = _forked(argv, full_env, 600, preload)
     else:

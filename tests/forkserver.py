@@ -17,9 +17,10 @@ statistic (see ``_no_guard_latency_probe``), and a child's garbage collections, 
 out every object the server made (see ``serve``).
 
 A server given ``first_steps`` (code) is the other kind: started in the very environment of
-its children, it preloads nothing, runs that code as the first steps of a fresh ``python -m``
-program and forks the rest of each program from there. Its children are what fresh
-interpreters would be after those steps (an import order: npu_fixes, then torch), but for
+its children, it preloads nothing of its own, runs that code as the first steps of a fresh
+``python -m`` program and forks the rest of each program from there. Its children are what
+fresh interpreters would be after those steps (an import order: npu_fixes, then torch) and
+the imports a request names (``preload``: what each program imports next anyway), but for
 the garbage collections above; tests give it the steps that are the same for many programs.
 
 Protocol, one JSON line each way: a request ``{"argv", "env", "cwd", "stdout", "stderr",

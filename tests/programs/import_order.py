@@ -45,9 +45,9 @@ def end_state(order: str, location: str, targets: dict, site_dir: str | None = N
     backend target is free of npu_fixes' code, and (where npu_fixes came after
     the load) whether importing it kept the very objects the targets named before.
     ``started``: this process has made ``first_steps(order)`` already (a child of a fork
-    server that made them). ``imported_first``: which of torch and npu_fixes this process
-    held when the program began."""
-    imported_first = [name for name in ("torch", "npu_fixes") if name in sys.modules]
+    server that made them). ``imported_first``: which of torch, npu_fixes and Inductor's
+    lowering this process held when the program began."""
+    imported_first = [name for name in ("torch", "npu_fixes", "torch._inductor.lowering") if name in sys.modules]
     if not started:
         first_steps(order, site_dir)
     loaded = host_load(location)
