@@ -17,8 +17,8 @@ ORDERS = ("npu_fixes-first", "torch-first", "after-load", "after-activation", "a
 #: interpreter, each program forked from there (``run_program``'s ``first_steps``). The others
 #: import torch before npu_fixes anyway: a child of the fork server.
 BEFORE_TORCH = ("npu_fixes-first", "autoload-pth")
-#: What host-loading a backend imports first, whatever the location: Inductor (2.2 of a
-#: load's 3 s). That server imports it once after the first steps (``preload``).
+#: What host-loading a backend imports first, whatever the location: Inductor (2.2 s of a
+#: 3 s load). The server of those orders imports it once, after their first steps.
 HOST_LOAD_IMPORTS = ("torch._inductor.lowering", "torch._inductor.codegen.triton",
                      "torch._inductor.runtime.triton_heuristics")
 
