@@ -16,6 +16,8 @@ import sys
 from pathlib import Path
 
 REPO = Path(__file__).resolve().parents[2]
+
+
 def standalone(tool: str):
     """``npu_fixes/tools/<tool>.py`` (``host`` or ``interpret``: stdlib imports only) loaded as
     a module of its own, without the npu_fixes package."""
