@@ -31,11 +31,12 @@ def site_dir(tmp_path_factory):
     return folder
 
 
-def run_order(order: str, location, site_dir) -> dict:
-    """``order``'s end state (tests/programs/import_order.py)."""
+def run_order(order: str, location, site_dir, fresh: bool = False) -> dict:
+    """``order``'s end state (tests/programs/import_order.py); with ``fresh``, in a fresh
+    interpreter that makes the order's first steps itself."""
     kwargs = {"order": order, "location": location, "targets": backend_targets(), "site_dir": str(site_dir)}
-    if order not in BEFORE_TORCH:
-        return run_program("import_order", "end_state", **kwargs)
+    if fresh or order not in BEFORE_TORCH:
+        return run_program("import_order", "end_state", fresh=fresh, **kwargs)
     steps = f"from tests.programs.import_order import first_steps; first_steps({order!r}, {str(site_dir)!r})"
     return run_program("import_order", "end_state", first_steps=steps, preload=HOST_LOAD_IMPORTS, started=True,
                        **kwargs)
@@ -82,10 +83,9 @@ def test_first_steps_made_once_end_as_in_a_fresh_interpreter(genuine, site_dir, 
     """A program forked after the order's first steps and Inductor's import (as the tests
     above run it) ends in the state a fresh interpreter making those steps itself, and
     importing Inductor where host-loading does, ends in."""
-    kwargs = {"order": order, "location": genuine("8bfbb9ed1"), "targets": backend_targets(),
-              "site_dir": str(site_dir)}
-    fresh = run_program("import_order", "end_state", fresh=True, **kwargs)
-    forked = run_order(order, kwargs["location"], site_dir)
+    location = genuine("8bfbb9ed1")
+    fresh = run_order(order, location, site_dir, fresh=True)
+    forked = run_order(order, location, site_dir)
     started_with = ["torch", "npu_fixes", "torch._inductor.lowering"]
     assert fresh.pop("imported_first") == [] and forked.pop("imported_first") == started_with
     assert forked == fresh and "applied" in fresh["states"].values(), (forked, fresh)
