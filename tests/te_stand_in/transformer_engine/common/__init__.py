@@ -1,0 +1,3 @@
+"""``transformer_engine.common``: only ``recipe``."""
+
+from . import recipe  # noqa: F401
