@@ -261,6 +261,28 @@ def test_strided_inputs_and_sliced_targets() -> None:
     check(x.grad, ref_grad, torch.float32)
 
 
+@pytest.mark.parametrize("path", ["triton", "torch"])
+def test_megatrons_call(monkeypatch: pytest.MonkeyPatch, path: str) -> None:
+    """Megatron-core's 'te' call: logits ``[s, b, V]``, its ``[b, s]`` labels transposed,
+    made contiguous and passed through ``torch.as_strided``, seven positional arguments with
+    ``is_cg_capturable=True``, the loss transposed back to ``[b, s]``."""
+    if path == "torch":
+        monkeypatch.setenv("NPU_FIXES_CE_FORCE_TRITON", "0")
+    torch.manual_seed(3)
+    x = (torch.randn(6, 3, V, device=DEVICE) * 3).requires_grad_()  # [s, b, V]
+    labels = torch.randint(0, V, (3, 6), device=DEVICE)  # [b, s]
+    labels[0, :2] = -100
+    sb = labels.transpose(0, 1).contiguous()
+    t = torch.as_strided(sb, sb.size(), (sb.size(1), 1))
+    loss = parallel_cross_entropy(x, t, 0.0, False, None, -100, True).transpose(0, 1).contiguous()
+    assert loss.shape == (3, 6)
+    grad_out = torch.randn(3, 6, device=DEVICE)
+    loss.backward(grad_out)
+    ref_loss, ref_grad = reference(x, sb, 0.0, False, -100, grad_out.t())
+    check(loss.detach().t(), ref_loss, torch.float32)
+    check(x.grad, ref_grad, torch.float32)
+
+
 @pytest.mark.parametrize("kind", ["expanded", "strided", "scalar_expanded"])
 def test_grad_output_layouts(kind: str) -> None:
     torch.manual_seed(2)
