@@ -23,65 +23,26 @@ import subprocess
 import tarfile
 from pathlib import Path
 
+from npu_fixes.fixes import all_fixes
+from npu_fixes.shim import catalogue
 from npu_fixes.tools.host import extract_wheel
 
 REPO = Path(__file__).resolve().parent.parent
 BACKEND = Path("torch_npu/_inductor/triton_experimental")
 FIVE = ("rsplit-outer", "dualview-fold", "launch-grid", "boundary-downcast", "rng-capture-gate")
 
-#: Commit -> the five fixes' defects present there (``../shared/upstream/README.md``).
-DEFECTS: dict[str, frozenset[str]] = {
-    "8bfbb9ed1": frozenset(FIVE),
-    "95c9094da": frozenset(FIVE) - {"rsplit-outer"},
-    "f8802037a": frozenset(FIVE) - {"rsplit-outer"},
-    "5ff81d9c5": frozenset(),
-    "bafc50684": frozenset(),
-}
-COMMITS = tuple(DEFECTS)
-
-#: The defects beyond the five (``../shared/BEYOND.md``, and ``BEYOND-WHEEL.md`` for those
-#: only the published wheels fixed), by the name of the fix or guard that handles each: the
-#: states where the defect is present.
-BEYOND: dict[str, frozenset[str]] = {
-    "control-deps-lowering": frozenset({"8bfbb9ed1", "95c9094da", "f8802037a"}),
-    "constant-index-shape": frozenset({"8bfbb9ed1", "95c9094da", "f8802037a"}),
-    # the default path reaches it from f8802037a on; with autotune_enhance=False at every state
-    # before bafc50684: the defect is in the config function, so it is present at all four
-    "auto-blockify-option": frozenset({"8bfbb9ed1", "95c9094da", "f8802037a", "5ff81d9c5"}),
-    "scalar-reduction-grid": frozenset({"8bfbb9ed1"}),
-    "rank-mismatch": frozenset({"8bfbb9ed1", "95c9094da"}),
-    "range-symbol-canon": frozenset({"8bfbb9ed1"}),
-    "rsplit-nonsum": frozenset({"8bfbb9ed1"}),
-    "safe-stride-order": frozenset({"8bfbb9ed1"}),
-    "index-put-dtype": frozenset({"8bfbb9ed1", "95c9094da"}),
-    "nd-reduction": frozenset({"8bfbb9ed1", "95c9094da"}),
-    "codegen-misc-95c": frozenset({"8bfbb9ed1"}),
-    "slice-scatter-offset": frozenset({"8bfbb9ed1"}),
-    # fixed only in the published wheels (``../shared/BEYOND-WHEEL.md``): every commit
-    "minmax-propagate-nan": frozenset(DEFECTS),
-    "min2-propagate-nan": frozenset(DEFECTS),
-    "local-scalar-dense-lowering": frozenset(DEFECTS),
-    "masked-index-zerodiv": frozenset(DEFECTS) - {"8bfbb9ed1"},
-    "nonlinearize-grid": frozenset(DEFECTS),
-    "int32-address-wrap": frozenset(DEFECTS),
-    "expand-reload-recursion": frozenset(DEFECTS),
-    "permuted-full-reduction": frozenset({"f8802037a", "5ff81d9c5", "bafc50684"}),
-    "split-fused-fixpoint": frozenset(DEFECTS),
-    "promoted-rtree-shape": frozenset(DEFECTS),
-    "linearize-misc": frozenset(DEFECTS),
-    # with a Triton of the 3.6 generation, as this suite runs (stock Triton 3.6.0)
-    "triton36-launcher": frozenset(DEFECTS),
-    "triton36-combine-attrs": frozenset(DEFECTS),
-    # fixed nowhere, the published wheels included (``UNFIXED``)
-    "rsplit-nested-range": frozenset(DEFECTS),
-    "rsplit-epilogue": frozenset(DEFECTS),
-    "rsplit-slice-tail": frozenset(DEFECTS),
-    "rsplit-inner-static": frozenset(DEFECTS) - {"8bfbb9ed1"},  # 8bfbb9ed1 splits OUTER sums only
-}
+_CATALOGUE = {f.name: f.about for f in all_fixes() if f.module.startswith("torch_npu.")}
+COMMITS = tuple(catalogue.COMMITS)
+#: Commit -> the five fixes' defects present there (read from the fixes' catalogue entries).
+DEFECTS: dict[str, frozenset[str]] = {c: frozenset(n for n in FIVE if c in _CATALOGUE[n].present) for c in COMMITS}
+#: The backend's defects beyond the five, by the name of the fix or guard that handles each:
+#: the genuine commits where the defect is present (the fixes' catalogue entries).
+BEYOND: dict[str, frozenset[str]] = {n: about.present & catalogue.EVERY_COMMIT
+                                     for n, about in _CATALOGUE.items() if n not in FIVE}
 #: Fix name -> the states that lack the code it repairs (status: ``absent``, audit: ``absent``).
-ABSENT: dict[str, frozenset[str]] = {"masked-index-zerodiv": frozenset({"8bfbb9ed1"})}
+ABSENT: dict[str, frozenset[str]] = {n: about.absent for n, about in _CATALOGUE.items() if about.absent}
 #: The defects no published state has fixed: present in the 2.13.0 and 2.14.0 wheels too.
-UNFIXED = frozenset({"rsplit-nested-range", "rsplit-epilogue", "rsplit-slice-tail", "rsplit-inner-static"})
+UNFIXED = frozenset(n for n, about in _CATALOGUE.items() if about.fixed_in == catalogue.NOT_FIXED)
 #: Environment that switches their fixes off: a published wheel then gets none of ours.
 WITHOUT_UNFIXED = {"NPU_FIXES_DISABLE": ",".join(sorted(UNFIXED))}
 PRE_FIX = tuple(c for c in COMMITS if DEFECTS[c])

@@ -10,6 +10,7 @@ import threading
 import pytest
 from packaging.specifiers import SpecifierSet
 
+from npu_fixes.shim.catalogue import About
 from npu_fixes.shim.fix import Fix, Probe, State
 from npu_fixes.shim.patcher import Patcher
 from npu_fixes.shim.registry import Registry
@@ -44,6 +45,7 @@ def make_fix(module_name, **changes):
         targets=("decide",),
         probe=probe_decide,
         install=install_decide,
+        about=About("a stand-in defect", frozenset({"8bfbb9ed1"}), "95c9094da", "none"),
         torch_window=SpecifierSet(">=0"),
         torch_npu_window=SpecifierSet(">=0"),
     )
@@ -289,7 +291,7 @@ def test_unknown_disable_names_warn_once_listing_valid_names(make_module, monkey
         reg.apply()
     warnings = [r.getMessage() for r in caplog.records if "unknown fix" in r.getMessage()]
     assert len(warnings) == 1
-    assert "bogus, no-such-fix;" in warnings[0] and "rsplit-outer, launch-grid" in warnings[0]
+    assert "bogus, no-such-fix;" in warnings[0] and "rsplit-outer, launch-grid, or all for every fix" in warnings[0]
     assert reg.status()[0].state is State.APPLIED  # a typo never turns anything else off
 
 

@@ -12,11 +12,10 @@ kernel constant.
   ``NPUCachingAutotuner._precompile_config`` (builds ``triton.compile``'s options),
   ``cached_autotune`` (dedups the candidates, hashes them for the autotune cache) and
   ``NPUCachingAutotuner._compile_small_block_fallback`` (rebuilds candidates from the first).
-- **Affected**: torch_npu >=2.13.0.dev0,<2.15 where a candidate made with
-  ``auto_blockify_size`` does not compile through the live ``_precompile_config`` with the
-  option in ``triton.compile``'s options (probe: the real ``ASTSource``, a recording
-  ``triton.compile``), or two candidates differing only in it collapse in
-  ``cached_autotune``, or the small-block fallback drops it.
+- **Probe**: does a candidate made with ``auto_blockify_size`` fail to compile through the
+  live ``_precompile_config`` with the option in ``triton.compile``'s options (the real
+  ``ASTSource``, a recording ``triton.compile``), or do two candidates differing only in it
+  collapse in ``cached_autotune``, or does the small-block fallback drop it?
 - **Fix**: the option moves from ``Config.kwargs`` to ``Config.extra_options`` (the slot
   that Inductor's autotune cache saves and restores); ``_precompile_config`` runs as a
   private copy whose ``triton.compile`` receives the config's extra options merged into
@@ -25,7 +24,6 @@ kernel constant.
   the first candidate's extra options. Configs without extra options take the unchanged
   code. Delivery is proven on CPU up to ``triton.compile``'s options: whether triton-ascend
   then honours the option is its business (its ``NPUOptions`` field of that name).
-- **Upstream**: fixed in the published torch-npu 2.13.0 wheel; remove once unsupported.
 """
 
 from __future__ import annotations
@@ -38,6 +36,7 @@ import types
 from collections.abc import Callable, Iterable, Mapping
 from typing import Any
 
+from ..shim.catalogue import About
 from ..shim.fix import Fix, Probe
 from ..shim.patcher import Patcher
 from ..shim.scoped import ScopedAttributes, scoped_method, unbind, with_globals
@@ -321,6 +320,18 @@ def probe(module: types.ModuleType) -> Probe:
 
 FIX = Fix(
     name="auto-blockify-option",
+    about=About(
+        symptom=(
+            "`ValueError: 'auto_blockify_size' is not in list` (1D pointwise kernels needing more than 65535 "
+            "programs)"
+        ),
+        present=frozenset({"8bfbb9ed1", "95c9094da", "f8802037a", "5ff81d9c5"}),
+        fixed_in="bafc50684",
+        workaround=(
+            "before f8802037a: keep `autotune_enhance` on (the default); from f8802037a: none known: upgrade "
+            "torch_npu"
+        ),
+    ),
     module="torch_npu._inductor.triton_experimental.npu_triton_heuristics",
     targets=(CONFIG_FN, PRECOMPILE, AUTOTUNE, FALLBACK),
     probe=probe,

@@ -7,9 +7,9 @@
   ``[474]*4`` and then fails with "The expanded size of the tensor (237) must match the
   existing size (474)".
 - **Where**: ``npu_triton_heuristics._wrap_launcher_with_downcast``.
-- **Affected**: torch_npu >=2.13.0.dev0,<2.15 whose wrapped launcher does not see an
-  int64 ``in_out_ptr0`` holding ``[474]*4`` as ``[474]*4`` (probe: wrap a recording
-  launcher with the live function and launch it once).
+- **Probe**: does the wrapped launcher fail to see an int64 ``in_out_ptr0`` holding
+  ``[474]*4`` as ``[474]*4``? (wrap a recording launcher with the live function and launch
+  it once).
 - **Fix**: the wrapper is rebuilt from :func:`boundary_role`; the wrapped upstream function
   is not called. That is safe only because its whole behaviour is known: at every genuine
   pre-fix state it differs from upstream's fix only in the defect, and the tests compare
@@ -28,8 +28,6 @@
   reduction per cast argument per launch and a host synchronisation to read it. It runs
   only where this fix is applied: on an install with upstream's fix, upstream's wrapper
   runs without it, and the probe's detail says so.
-- **Upstream**: fixed in the published torch-npu 2.13.0 wheel (without the range check);
-  remove once unsupported.
 """
 
 from __future__ import annotations
@@ -41,6 +39,7 @@ from collections.abc import Callable, Collection, Mapping
 from typing import Any
 
 from ..shim import switches
+from ..shim.catalogue import About
 from ..shim.fix import Fix, Probe
 from ..shim.patcher import Patcher
 from ..shim.scoped import with_globals
@@ -255,6 +254,15 @@ def install(module: types.ModuleType, patcher: Patcher) -> None:
 
 FIX = Fix(
     name="boundary-downcast",
+    about=About(
+        symptom=(
+            "an int64 in/out buffer loses its contents at the int32 boundary: `[237]*4` instead of `[474]*4`,"
+            " then a size mismatch (fastNLP_Bert)"
+        ),
+        present=frozenset({"8bfbb9ed1", "95c9094da", "f8802037a"}),
+        fixed_in="5ff81d9c5",
+        workaround="none known: upgrade torch_npu",
+    ),
     module="torch_npu._inductor.triton_experimental.npu_triton_heuristics",
     targets=(TARGET,),
     probe=probe,

@@ -11,19 +11,17 @@
   products); ``NPUTritonKernel._maybe_record_select_lane_load`` /
   ``_maybe_rewrite_select_lane_load`` (select lanes); the reduction-entry emission and the
   outer-node loop filter in ``_apply_linearize`` (loops).
-- **Affected**: the self-build at 8bfbb9ed1. Probe: the live promoted-reduction rewrite
-  runs on a real ``NPUTritonKernel`` built on CPU whose body is a hand-written
-  four-line reduction epilogue (a load over ``r0_1``, a load over ``r0_1``/``r0_2``,
-  their product, a store of the reduced value broadcast over ``XBLOCK`` and both
-  reduction blocks); defective when the store keeps the reduction blocks or the narrower
-  factor is multiplied unmasked. Detected this way, two of the four corrections are
-  seen; the select-lane and loop corrections came in the same commit and are not probed
-  separately. No kernel is compiled on CPU: the symptoms themselves are not reproduced.
+- **Probe**: the live promoted-reduction rewrite runs on a real ``NPUTritonKernel`` built on
+  CPU whose body is a hand-written four-line reduction epilogue (a load over ``r0_1``, a
+  load over ``r0_1``/``r0_2``, their product, a store of the reduced value broadcast over
+  ``XBLOCK`` and both reduction blocks); defective when the store keeps the reduction blocks
+  or the narrower factor is multiplied unmasked. Detected this way, two of the four
+  corrections are seen; the select-lane and loop corrections came in the same commit and
+  are not probed separately. No kernel is compiled on CPU: the symptoms themselves are not
+  reproduced.
 - **Fix**: none at run time (guard only; no install). The corrections sit inside large
   methods and only porting upstream's code would make them; the state is reported as
   ``upgrade-needed``.
-- **Upstream**: fixed in 95c9094da (2026-08-10), in the published torch-npu 2.13.0 wheel
-  and later; remove once unsupported.
 """
 
 from __future__ import annotations
@@ -35,6 +33,7 @@ import types
 from collections.abc import Iterator, Sequence
 from typing import Any
 
+from ..shim.catalogue import About
 from ..shim.fix import Fix, Probe, one_line
 
 TARGET = "_npu_apply_promoted_rtree_lines"
@@ -172,6 +171,15 @@ def probe(module: types.ModuleType) -> Probe:
 
 FIX = Fix(
     name="codegen-misc-95c",
+    about=About(
+        symptom=(
+            "wrong stores after promoted reductions, NaN from `0*inf` in masked products, wrong-lane select "
+            "loads"
+        ),
+        present=frozenset({"8bfbb9ed1"}),
+        fixed_in="95c9094da",
+        workaround="none known: upgrade torch_npu",
+    ),
     module="torch_npu._inductor.triton_experimental.codegen.triton",
     targets=(TARGET, KERNEL),
     probe=probe,

@@ -9,9 +9,9 @@
   R0_BLOCK]`` and the kernel build fails: ``Cannot broadcast, rank mismatch`` (generated
   on CPU at 8bfbb9ed1: ``(x + x[3]).sum()``).
 - **Where**: ``codegen.triton.NPUTritonKernel.indexing``.
-- **Affected**: torch_npu >=2.13.0.dev0,<2.15 whose linearized ``indexing`` keeps the
-  shape ``[1, 1]`` / ``(1, 1)`` that the base indexing gives a constant index ``0`` (probe:
-  a stand-in kernel whose base indexing returns exactly that).
+- **Probe**: does the linearized ``indexing`` keep the shape ``[1, 1]`` / ``(1, 1)`` that the
+  base indexing gives a constant index ``0``? (a stand-in kernel whose base indexing returns
+  exactly that).
 - **Fix**: the method runs unchanged; when it took its linearize branch (linearize on, an
   ``IndexingOptions`` result, no ``override_mask``) and :func:`rank_one` accepts the call,
   the result's emitted shape becomes ``[1]`` and its CSE shape ``(1,)``; index text and
@@ -22,7 +22,6 @@
   shape, which the fixed release does not; that happens inside the method, and the
   repair leaves these results as they are (a rank-one shape would contradict a
   broadcast index).
-- **Upstream**: fixed in the published torch-npu 2.13.0 wheel; remove once unsupported.
 """
 
 from __future__ import annotations
@@ -32,6 +31,7 @@ import types
 from collections.abc import Callable
 from typing import Any
 
+from ..shim.catalogue import About
 from ..shim.fix import Fix, Probe
 from ..shim.patcher import Patcher
 from ..shim.scoped import code_globals, scoped_method
@@ -143,6 +143,15 @@ def probe(module: types.ModuleType) -> Probe:
 
 FIX = Fix(
     name="constant-index-shape",
+    about=About(
+        symptom=(
+            "kernel build fails: `Cannot broadcast, rank mismatch` (a scalar read by a constant index in a "
+            "linearized reduction, e.g. `(x + x[3]).sum()`)"
+        ),
+        present=frozenset({"8bfbb9ed1", "95c9094da", "f8802037a"}),
+        fixed_in="5ff81d9c5",
+        workaround="none known: upgrade torch_npu",
+    ),
     module="torch_npu._inductor.triton_experimental.codegen.triton",
     targets=(TARGET,),
     probe=probe,

@@ -10,17 +10,15 @@
   distributed overlap passes insert it too.
 - **Where**: ``lowering._register_npu_inductor_fallbacks`` (the ``control_deps`` entry it
   leaves in Inductor's ``lowerings`` table).
-- **Affected**: torch_npu >=2.13.0.dev0,<2.15 whose registration replaces the
-  ``control_deps`` lowering (probe: run the live registration on a scratch table that
-  holds a stand-in ``control_deps`` lowering, fallback creation recorded, not run; see
-  whether the stand-in survives).
+- **Probe**: does the registration replace the ``control_deps`` lowering? (run the live
+  registration on a scratch table that holds a stand-in ``control_deps`` lowering, fallback
+  creation recorded, not run; see whether the stand-in survives).
 - **Fix**: after each registration, the ``control_deps`` entry it replaced gets back the
   lowering it had before; where the backend registered before npu_fixes was armed, the
   entry gets Inductor's own ``control_deps`` lowering again. Every other entry is left
   as registered. The registration's own records of the fallback (its ``FALLBACK_LIST``
   entry, and ``control_deps`` in Inductor's ``needs_realized_inputs``, a realization
   hint) stay: neither changes how ``control_deps`` is lowered.
-- **Upstream**: fixed in the published torch-npu 2.13.0 wheel; remove once unsupported.
 """
 
 from __future__ import annotations
@@ -30,6 +28,7 @@ import types
 from collections.abc import Callable, MutableMapping
 from typing import Any
 
+from ..shim.catalogue import About
 from ..shim.fix import Fix, Probe
 from ..shim.patcher import Patcher
 from ..shim.scoped import with_globals
@@ -153,6 +152,15 @@ def install(module: types.ModuleType, patcher: Patcher) -> None:
 
 FIX = Fix(
     name="control-deps-lowering",
+    about=About(
+        symptom=(
+            "`LoweringException: AttributeError: 'Subgraph' object has no attribute 'dtype'` (target "
+            "`control_deps`: `fallback_random=True` and two or more random ops)"
+        ),
+        present=frozenset({"8bfbb9ed1", "95c9094da", "f8802037a"}),
+        fixed_in="5ff81d9c5",
+        workaround="`torch._inductor.config.fallback_random = False`",
+    ),
     module="torch_npu._inductor.triton_experimental.lowering",
     targets=(REGISTER,),
     probe=probe,

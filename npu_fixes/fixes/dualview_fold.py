@@ -6,13 +6,11 @@
   assumptions, so it is not the key in ``range_tree_nodes`` (hf_DistilBert backward
   ``buf352``: ``AssertionError: Unregistered range symbol: r0_1``).
 - **Where**: ``codegen.triton.NPUTritonKernel._fold_dualview_reduction_index``.
-- **Affected**: torch_npu >=2.13.0.dev0,<2.15 whose fold of ``r0_2 + 512*r0_3`` (reduction
-  nodes ``r0_1`` 2048, ``r0_2`` 512, ``r0_3`` 4x512) yields an ``r0_1`` that is not
-  ``node.symbol()`` (probe).
+- **Probe**: does the fold of ``r0_2 + 512*r0_3`` (reduction nodes ``r0_1`` 2048, ``r0_2``
+  512, ``r0_3`` 4x512) yield an ``r0_1`` that is not ``node.symbol()``?
 - **Fix**: the fold runs unchanged; afterwards every symbol it introduced that is named
   like a range-tree node but is not that node's registered symbol is replaced by the
   registered one. Symbols already present in the input index are left alone.
-- **Upstream**: fixed in the published torch-npu 2.13.0 wheel; remove once unsupported.
 """
 
 from __future__ import annotations
@@ -22,6 +20,7 @@ import types
 from collections.abc import Callable, Iterable, Mapping
 from typing import Any
 
+from ..shim.catalogue import About
 from ..shim.fix import Fix, Probe
 from ..shim.patcher import Patcher
 from ..shim.scoped import ScopedAttributes, with_globals
@@ -113,6 +112,12 @@ def probe(module: types.ModuleType) -> Probe:
 
 FIX = Fix(
     name="dualview-fold",
+    about=About(
+        symptom="`AssertionError: Unregistered range symbol: r0_1` compiling a backward (hf_DistilBert)",
+        present=frozenset({"8bfbb9ed1", "95c9094da", "f8802037a"}),
+        fixed_in="5ff81d9c5",
+        workaround="none known: upgrade torch_npu",
+    ),
     module="torch_npu._inductor.triton_experimental.codegen.triton",
     targets=(TARGET,),
     probe=probe,

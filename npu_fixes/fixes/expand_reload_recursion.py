@@ -8,18 +8,15 @@
   it calls itself. Every graph with an ``expand`` (broadcasts, attention masks) stops with
   ``LoweringException: RecursionError: maximum recursion depth exceeded``.
 - **Where**: ``lowering._orig_expand``.
-- **Affected**: torch_npu >=2.13.0.dev0,<2.15 whose module's last binding of
-  ``_orig_expand`` is that import while ``torch._inductor.lowering.expand`` is the module's
-  own function (probe: the module's source and the live objects; after a reload, the live
-  ``_orig_expand`` being the module's own function); every public commit of the 2.13 branch
-  up to bafc50684.
+- **Probe**: is the module's last binding of ``_orig_expand`` that import while
+  ``torch._inductor.lowering.expand`` is the module's own function? (the module's source and
+  the live objects; after a reload, the live ``_orig_expand`` being the module's own
+  function).
 - **Fix**: Inductor's own ``expand``, remembered while the module still holds it, is put
   back as ``_orig_expand`` behind a pass-through wrapper of ours. A reload rebinds the name
   and runs the registry again on the fresh code, which puts it back again; that is why the
   wrapper in place counts as repaired. Where Inductor's ``expand`` was never seen (npu_fixes
   first imported after a reload) the fix fails and says so.
-- **Upstream**: fixed in the published torch-npu 2.13.0 wheel (no public commit); remove
-  once unsupported.
 """
 
 from __future__ import annotations
@@ -31,6 +28,7 @@ import weakref
 from collections.abc import Callable
 from typing import Any
 
+from ..shim.catalogue import EVERY_COMMIT, WHEEL, About
 from ..shim.fix import Fix, Probe
 from ..shim.patcher import Patcher
 
@@ -111,6 +109,15 @@ def probe(module: types.ModuleType) -> Probe:
 
 FIX = Fix(
     name="expand-reload-recursion",
+    about=About(
+        symptom=(
+            "`LoweringException: RecursionError` on every `expand` once the backend's `lowering` module has "
+            "been reloaded"
+        ),
+        present=EVERY_COMMIT,
+        fixed_in=WHEEL,
+        workaround="do not reload `torch_npu._inductor.triton_experimental.lowering`",
+    ),
     module="torch_npu._inductor.triton_experimental.lowering",
     targets=(TARGET,),
     probe=probe,

@@ -12,10 +12,10 @@
   x + 1`` on a graph input leaves ``x + 1`` in ``x`` (seen on CPU, any dtypes).
 - **Where**: ``lowering._register_npu_inductor_fallbacks`` (the ``index_put`` /
   ``index_put_`` entries it leaves in Inductor's ``lowerings`` table).
-- **Affected**: torch_npu >=2.13.0.dev0,<2.15 whose registered ``index_put`` lowering
-  passes other-dtype values through (probe: register into a scratch table with real
-  generic fallbacks, lower ``index_put`` of float32 values into float16 self in a real
-  CPU ``GraphLowering``, look at the dtypes the extern kernel receives).
+- **Probe**: does the registered ``index_put`` lowering pass other-dtype values through?
+  (register into a scratch table with real generic fallbacks, lower ``index_put`` of float32
+  values into float16 self in a real CPU ``GraphLowering``, look at the dtypes the extern
+  kernel receives).
 - **Fix**: after each registration, the ``default`` and ``hacked_twin`` overloads of
   ``index_put`` / ``index_put_`` that it turned into fallbacks lower as follows: values
   of another dtype are cast to self's, then Inductor's own index-put fallback
@@ -23,7 +23,6 @@
   of self for the out-of-place op. Where the backend registered before npu_fixes was
   armed, the fallbacks it left are replaced the same way. Other overloads (``out``, which
   Inductor graphs do not hold) stay as registered.
-- **Upstream**: fixed in the published torch-npu 2.13.0 wheel; remove once unsupported.
 """
 
 from __future__ import annotations
@@ -33,6 +32,7 @@ import types
 from collections.abc import Callable, Iterable, MutableMapping
 from typing import Any
 
+from ..shim.catalogue import About
 from ..shim.fix import Fix, Probe
 from ..shim.patcher import Patcher
 from ..shim.scoped import with_globals
@@ -215,6 +215,15 @@ def install(module: types.ModuleType, patcher: Patcher) -> None:
 
 FIX = Fix(
     name="index-put-dtype",
+    about=About(
+        symptom=(
+            "CANN rejects `index_put` with values of another dtype (`aclnnIndexPutImpl` EZ1001); an "
+            "`index_put_` on a graph input can be overwritten by a later kernel"
+        ),
+        present=frozenset({"8bfbb9ed1", "95c9094da"}),
+        fixed_in="e1863287d",
+        workaround="cast the values to the destination's dtype in the model code",
+    ),
     module="torch_npu._inductor.triton_experimental.lowering",
     targets=(REGISTER,),
     probe=probe,

@@ -8,16 +8,13 @@
   fault, or wrong data), with no error at compile time.
 - **Where**: ``codegen.triton.NPUTritonKernel`` (``dtype_to_str``, read for the index
   dtype; ``codegen_kernel``, where the guard sits).
-- **Affected**: torch_npu >=2.13.0.dev0,<2.15 whose kernel class, under the backend's
-  int64-to-int32 table, names int32 for ``torch.int64``; every public commit of the 2.13
-  branch up to bafc50684.
+- **Probe**: does the kernel class, under the backend's int64-to-int32 table, name int32 for
+  ``torch.int64``?
 - **Fix**: none at run time (the widening the published wheel does touches about fifteen
   places of the codegen). Guard: where the probe finds the defect, ``codegen_kernel``
   raises :class:`Int32AddressWrap` for a kernel whose index dtype should be int64 but is
   not, naming the kernel's element count and the upgrade; every other kernel is generated
   unchanged. Values of int64 tensors past 2^31 (the catalogue's other half) are not guarded.
-- **Upstream**: fixed in the published torch-npu 2.13.0 wheel (no public commit); remove
-  once unsupported.
 """
 
 from __future__ import annotations
@@ -27,6 +24,7 @@ from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from typing import Any
 
+from ..shim.catalogue import EVERY_COMMIT, WHEEL, About
 from ..shim.fix import Fix, Probe
 from ..shim.patcher import Patcher
 
@@ -94,6 +92,15 @@ def probe(module: types.ModuleType) -> Probe:
 
 FIX = Fix(
     name="int32-address-wrap",
+    about=About(
+        symptom=(
+            "a kernel over more than 2^31 elements is emitted with int32 indexes: its addresses wrap (a "
+            "device fault or wrong data)"
+        ),
+        present=EVERY_COMMIT,
+        fixed_in=WHEEL,
+        workaround="keep every tensor under 2^31 elements (split the batch or the vocabulary)",
+    ),
     module="torch_npu._inductor.triton_experimental.codegen.triton",
     targets=(TARGET,),
     probe=probe,

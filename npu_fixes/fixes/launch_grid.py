@@ -6,16 +6,15 @@
   returned loss is off by 3-6 (DeBERTa-v2, ALBERT, MobileBERT, RoBERTa QA).
 - **Where**: ``npu_triton_heuristics.NPUTritonCompileResult.make_launcher`` (the rule is
   inline there in the pre-fix code).
-- **Affected**: torch_npu >=2.13.0.dev0,<2.15 whose launcher for a zero-node Grid1D
-  kernel with ``xnumel=1`` launches more than one program (probe: build a launcher from a
-  recording stand-in binary with 48 cores and launch it once).
+- **Probe**: does the launcher for a zero-node Grid1D kernel with ``xnumel=1`` launch more
+  than one program? (build a launcher from a recording stand-in binary with 48 cores and
+  launch it once).
 - **Fix**: while the launcher is built, a kernel that :func:`clamps_grid` accepts but whose
   metadata says zero x nodes is presented to ``make_launcher`` as a one-node kernel, so
   the existing one-node branch generates the xnumel-derived grid; the caller's
   ``inductor_meta`` object is put back afterwards. Nothing runs per launch: the returned
   launcher is the plain generated function. Grid2D/3D, reductions, missing or larger node
   counts and the A5 dispatch-recipe path (decided before this branch) are left alone.
-- **Upstream**: fixed in the published torch-npu 2.13.0 wheel; remove once unsupported.
 """
 
 from __future__ import annotations
@@ -24,6 +23,7 @@ import types
 from collections.abc import Callable, Mapping
 from typing import Any
 
+from ..shim.catalogue import About
 from ..shim.fix import Fix, Probe
 from ..shim.patcher import Patcher
 from ..shim.stand_in_kernel import (
@@ -104,6 +104,15 @@ def install(module: types.ModuleType, patcher: Patcher) -> None:
 
 FIX = Fix(
     name="launch-grid",
+    about=About(
+        symptom=(
+            "the returned loss off by 3-6, a data race: a scalar kernel launched on every vector core "
+            "(DeBERTa-v2, ALBERT, MobileBERT, RoBERTa QA)"
+        ),
+        present=frozenset({"8bfbb9ed1", "95c9094da", "f8802037a"}),
+        fixed_in="5ff81d9c5",
+        workaround="none known: upgrade torch_npu",
+    ),
     module="torch_npu._inductor.triton_experimental.npu_triton_heuristics",
     targets=(TARGET,),
     probe=probe,

@@ -12,21 +12,20 @@
   emit the same kernels as the wheel.
 - **Where**: ``codegen.triton.NPUTritonScheduling._apply_linearize`` and the fold it calls,
   ``_fold_dual_decomp`` (the wheel: ``_fold_redundant_range_tree_decomposition``).
-- **Affected**: every torch_npu 2.13 self-build (8bfbb9ed1 … bafc50684). Probe: the live fold
-  on a stand-in x tree of 262144 with the basis ``x1 (64) * x0 (4096)`` and a second view
-  ``x3 (64) * x2 (64)`` of x0's span; defective when x2 and x3 stay unmapped. The other two
-  corrections came in the same code and are not probed separately.
+- **Probe**: the live fold on a stand-in x tree of 262144 with the basis
+  ``x1 (64) * x0 (4096)`` and a second view ``x3 (64) * x2 (64)`` of x0's span; defective
+  when x2 and x3 stay unmapped. The other two corrections came in the same code and are not
+  probed separately.
 - **Fix**: none at run time (guard only; no install). The corrections sit inside
   ``_apply_linearize``, one of the largest methods of the backend; only porting the wheel's
   code would make them. The state is reported as ``upgrade-needed``.
-- **Upstream**: fixed in the published torch-npu 2.13.0 wheel (no public commit); remove once
-  unsupported.
 """
 
 from __future__ import annotations
 
 import types
 
+from ..shim.catalogue import EVERY_COMMIT, WHEEL, About
 from ..shim.fix import Fix, Probe
 
 TARGET = "NPUTritonScheduling._apply_linearize"
@@ -76,6 +75,15 @@ def probe(module: types.ModuleType) -> Probe:
 
 FIX = Fix(
     name="linearize-misc",
+    about=About(
+        symptom=(
+            "partial alternate views not folded, composite keys as assignment targets, constants at the rank "
+            "before a split (symptoms guessed from the code, none reproduced)"
+        ),
+        present=EVERY_COMMIT,
+        fixed_in=WHEEL,
+        workaround="none known: upgrade torch_npu",
+    ),
     module="torch_npu._inductor.triton_experimental.codegen.triton",
     targets=(TARGET,),
     probe=probe,

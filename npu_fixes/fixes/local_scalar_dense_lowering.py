@@ -8,14 +8,11 @@
   <class 'torch.SymFloat'> is not supported`` (e.g. ``torch.clamp(y, max=x.max().item())``).
 - **Where**: ``lowering._register_npu_inductor_fallbacks`` (the ``_local_scalar_dense``
   entry it leaves in Inductor's ``lowerings`` table).
-- **Affected**: torch_npu >=2.13.0.dev0,<2.15 whose registration replaces that lowering
-  (probe: the live registration on a scratch table, as for control-deps-lowering); every
-  public commit of the 2.13 branch up to bafc50684.
+- **Probe**: does the registration replace that lowering? (the live registration on a
+  scratch table, as for control-deps-lowering).
 - **Fix**: after each registration, the ``_local_scalar_dense`` entry it replaced gets back
   the lowering it had before; where the backend registered before npu_fixes was armed,
   Inductor's own lowering is put back. Every other entry stays as registered.
-- **Upstream**: fixed in the published torch-npu 2.13.0 wheel (no public commit); remove
-  once unsupported.
 """
 
 from __future__ import annotations
@@ -23,6 +20,7 @@ from __future__ import annotations
 import types
 from typing import Any
 
+from ..shim.catalogue import EVERY_COMMIT, WHEEL, About
 from ..shim.fix import Fix, Probe
 from ..shim.patcher import Patcher
 from .control_deps_lowering import REGISTER, keep_through_registration, registration_probe
@@ -45,6 +43,18 @@ def install(module: types.ModuleType, patcher: Patcher) -> None:
 
 FIX = Fix(
     name="local-scalar-dense-lowering",
+    about=About(
+        symptom=(
+            "`LoweringException: AssertionError: FallbackKernel output type <class 'torch.SymFloat'> is not "
+            "supported` (captured scalar outputs: a float `.item()` used in the graph)"
+        ),
+        present=EVERY_COMMIT,
+        fixed_in=WHEEL,
+        workaround=(
+            "`torch._dynamo.config.capture_scalar_outputs = False` (the default: the graph breaks at "
+            "`.item()`)"
+        ),
+    ),
     module="torch_npu._inductor.triton_experimental.lowering",
     targets=(REGISTER,),
     probe=probe,

@@ -8,16 +8,13 @@ address divides by a size symbol.
   symbol (dynamic shapes over a reshaped view) divides by zero and the compile stops:
   ``InductorError: ZeroDivisionError: integer modulo by zero``.
 - **Where**: ``codegen.triton._masked_index_needs_nonnegative_clamp``.
-- **Affected**: torch_npu >=2.13.0.dev0,<2.15 whose function raises for the probe's
-  address ``ModularIndexing(x0 - 1, 1, ks0)`` under a ``tmp`` mask; every public commit
-  of the 2.13 branch from 95c9094da to bafc50684 (8bfbb9ed1 has no such function).
+- **Probe**: does the function raise for the address ``ModularIndexing(x0 - 1, 1, ks0)``
+  under a ``tmp`` mask?
 - **Fix**: where the function raises ``ZeroDivisionError``, the answer is "clamp": the
   origin cannot be judged, and such an address can be negative on a masked-off lane
   (Triton's ``%`` keeps the sign of ``x0 - 1``). The clamp moves only addresses below
   zero, which no lane that loads has, so values are unchanged. The published wheel answers
   "no clamp" there; every other answer and error passes unchanged.
-- **Upstream**: fixed in the published torch-npu 2.13.0 wheel (no public commit); remove
-  once unsupported.
 """
 
 from __future__ import annotations
@@ -26,6 +23,7 @@ import types
 from collections.abc import Callable
 from typing import Any
 
+from ..shim.catalogue import EVERY_COMMIT, WHEEL, About
 from ..shim.fix import Fix, Probe
 from ..shim.patcher import Patcher
 
@@ -69,6 +67,16 @@ def install(module: types.ModuleType, patcher: Patcher) -> None:
 
 FIX = Fix(
     name="masked-index-zerodiv",
+    about=About(
+        symptom=(
+            "dynamic-shape compile stops: `ZeroDivisionError: integer modulo by zero` (a masked load whose "
+            "address takes `%` or `//` by a size)"
+        ),
+        present=EVERY_COMMIT - {"8bfbb9ed1"},
+        fixed_in=WHEEL,
+        workaround="compile with static shapes (`dynamic=False`)",
+        absent=frozenset({"8bfbb9ed1"}),
+    ),
     module="torch_npu._inductor.triton_experimental.codegen.triton",
     targets=(TARGET,),
     probe=probe,

@@ -9,15 +9,11 @@
   NaN.
 - **Where**: ``npu_triton_helpers.min2``, and the ``min2`` of
   ``torch._inductor.runtime.triton_helpers`` that the module sets and kernels read.
-- **Affected**: torch_npu >=2.13.0.dev0,<2.15 whose ``min2`` reduces with ``tl.min`` while
-  the live Triton's ``tl.min`` takes no ``propagate_nan`` (probe: the helper's source
-  against the live ``tl.min`` signature); every public commit of the 2.13 branch up to
-  bafc50684.
+- **Probe**: does ``min2`` reduce with ``tl.min`` while the live Triton's ``tl.min`` takes no
+  ``propagate_nan``? (the helper's source against the live ``tl.min`` signature).
 - **Fix**: both names get a ``min2`` of our own: ``tl.reduce`` over ``tl.minimum(a, b,
   PropagateNan.ALL)``, which builds with every Triton 3.x and keeps NaN (the result is NaN
   where the row holds one, as eager's ``amin``).
-- **Upstream**: fixed in the published torch-npu 2.13.0 wheel (no public commit); remove
-  once unsupported.
 """
 
 from __future__ import annotations
@@ -30,6 +26,7 @@ import textwrap
 import types
 from typing import Any
 
+from ..shim.catalogue import EVERY_COMMIT, WHEEL, About
 from ..shim.fix import Fix, Probe
 from ..shim.patcher import Patcher
 
@@ -113,6 +110,15 @@ def install(module: types.ModuleType, patcher: Patcher) -> None:
 
 FIX = Fix(
     name="min2-propagate-nan",
+    about=About(
+        symptom=(
+            "every `amin`/`min` reduction fails to build: `TypeError: min() got an unexpected keyword "
+            "argument 'propagate_nan'`"
+        ),
+        present=EVERY_COMMIT,
+        fixed_in=WHEEL,
+        workaround="none known: upgrade torch_npu",
+    ),
     module="torch_npu._inductor.triton_experimental.npu_triton_helpers",
     targets=(TARGET,),
     probe=probe,

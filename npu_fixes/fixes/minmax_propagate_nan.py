@@ -8,15 +8,12 @@
   these two ops, so ``relu(NaN)`` gives 0, ``clamp(NaN, a, b)`` a bound and a NaN in a
   long row vanishes from its max: a diverging run looks healthy.
 - **Where**: ``codegen.triton.NPUTritonKernelOverrides.minimum`` and ``.maximum``.
-- **Affected**: torch_npu >=2.13.0.dev0,<2.15 whose overrides emit the two-operand form
-  (probe: the live overrides' text for operands ``a``, ``b``); every public commit of the
-  2.13 branch up to bafc50684.
+- **Probe**: do the overrides emit the two-operand form? (the live overrides' text for
+  operands ``a``, ``b``).
 - **Fix**: where an override emits exactly ``tl.minimum(a, b)`` / ``tl.maximum(a, b)``,
   the NaN-propagating form ``tl.minimum(a, b, tl.PropagateNan.ALL)`` is emitted instead
   (``arith.minimumf``/``arith.maximumf``); any other text passes unchanged. Integer
   operands are unaffected (Triton ignores the flag for them).
-- **Upstream**: fixed in the published torch-npu 2.13.0 wheel (no public commit); remove
-  once unsupported.
 """
 
 from __future__ import annotations
@@ -26,6 +23,7 @@ import types
 from collections.abc import Callable
 from typing import Any
 
+from ..shim.catalogue import EVERY_COMMIT, WHEEL, About
 from ..shim.fix import Fix, Probe
 from ..shim.patcher import Patcher
 
@@ -78,6 +76,15 @@ def install(module: types.ModuleType, patcher: Patcher) -> None:
 
 FIX = Fix(
     name="minmax-propagate-nan",
+    about=About(
+        symptom=(
+            "NaN silently dropped: `relu(NaN)` gives 0, `clamp` a bound, `maximum`/`minimum` the other "
+            "operand; looped `amax`/`amin` lose a NaN"
+        ),
+        present=EVERY_COMMIT,
+        fixed_in=WHEEL,
+        workaround="none known: upgrade torch_npu",
+    ),
     module="torch_npu._inductor.triton_experimental.codegen.triton",
     targets=TARGETS,
     probe=probe,

@@ -8,9 +8,8 @@
   and Triton fails with ``Cannot broadcast ... [2,2,1], [2,1,2]``.
 - **Where**: ``npu_triton_heuristics.reduction`` (the heuristic half, guarded here) and
   ``codegen.triton.NPUTritonScheduling._apply_linearize`` (inline slot numbering).
-- **Affected**: self-builds before upstream commit e1863287d (genuine states 8bfbb9ed1 and
-  95c9094da); probe: call the live heuristic with three size hints (``cached_autotune``
-  replaced by a scoped stand-in, nothing compiled): ``NotImplementedError`` = defective.
+- **Probe**: call the live heuristic with three size hints (``cached_autotune`` replaced by a
+  scoped stand-in, nothing compiled): ``NotImplementedError`` = defective.
 - **Fix**: none at run time. The slot numbering sits inline in ``_apply_linearize``, so
   mending the heuristic alone would only move the failure to the Triton compile. Guard:
   where the probe finds the defect, ``reduction`` is wrapped; when a call with two or more
@@ -21,8 +20,6 @@
   setting up front: with ``tile_reductions=True`` reductions over one dim still get two
   hints and work on these states; only the kernels that would fail are stopped, at the
   point where they would have failed.
-- **Upstream**: fixed in e1863287d (between 95c9094da of 2026-08-10 and f8802037a of
-  2026-08-13), in the published torch-npu 2.13.0 wheel and later; remove once unsupported.
 """
 
 from __future__ import annotations
@@ -32,6 +29,7 @@ import types
 from collections.abc import Callable, Mapping
 from typing import Any
 
+from ..shim.catalogue import About
 from ..shim.fix import Fix, Probe, one_line
 from ..shim.patcher import Patcher
 from ..shim.scoped import with_globals
@@ -138,6 +136,15 @@ def probe(module: types.ModuleType) -> Probe:
 
 FIX = Fix(
     name="nd-reduction",
+    about=About(
+        symptom=(
+            "`NotImplementedError: size_hints: {'x': .., 'r0_': .., 'r1_': ..}`, then `Cannot broadcast` "
+            "(only with `triton.tile_reductions=True`)"
+        ),
+        present=frozenset({"8bfbb9ed1", "95c9094da"}),
+        fixed_in="e1863287d",
+        workaround="leave `torch._inductor.config.triton.tile_reductions` off (the default)",
+    ),
     module="torch_npu._inductor.triton_experimental.npu_triton_heuristics",
     targets=(TARGET,),
     probe=probe,

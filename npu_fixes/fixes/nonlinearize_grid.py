@@ -8,16 +8,13 @@ their first rows; the guard refuses the setting.
   computed, the other rows of the output stay uninitialised, with no error.
 - **Where**: ``npu_triton_heuristics.NPUTritonCompileResult.make_launcher`` (the grid
   choice) and the codegen, which does not tell the launcher which kind of kernel it made.
-- **Affected**: torch_npu >=2.13.0.dev0,<2.15 whose launcher, for a Grid1D reduction marked
-  non-linearized (``npu_linearize=False``, xnumel 64, ``XBLOCK=8``), launches other than 8
-  programs; every public commit of the 2.13 branch up to bafc50684.
+- **Probe**: does the launcher, for a Grid1D reduction marked non-linearized
+  (``npu_linearize=False``, xnumel 64, ``XBLOCK=8``), launch other than 8 programs?
 - **Fix**: none at run time: the codegen of these states does not mark the kernel, so the
   launcher cannot tell the two kinds apart. Guard: where the probe finds the defect,
   ``make_launcher`` raises :class:`NonlinearizedGridUnsupported` while the setting the
   backend's codegen runs with is off, naming the setting and the upgrade; with the setting
   on (the default) every launcher is built unchanged.
-- **Upstream**: fixed in the published torch-npu 2.13.0 wheel (no public commit); remove
-  once unsupported.
 """
 
 from __future__ import annotations
@@ -27,6 +24,7 @@ import types
 from collections.abc import Callable
 from typing import Any
 
+from ..shim.catalogue import EVERY_COMMIT, WHEEL, About
 from ..shim.fix import Fix, Probe
 from ..shim.patcher import Patcher
 from .scalar_reduction_grid import NODES_KEY, TARGET, launched_grid
@@ -79,6 +77,15 @@ def probe(module: types.ModuleType) -> Probe:
 
 FIX = Fix(
     name="nonlinearize-grid",
+    about=About(
+        symptom=(
+            "with `codegen_linearize=False` a Grid1D reduction computes only its first `XBLOCK` rows; the "
+            "rest stays uninitialised, no error"
+        ),
+        present=EVERY_COMMIT,
+        fixed_in=WHEEL,
+        workaround="keep `torch_npu._inductor.triton_experimental.config.codegen_linearize` on (the default)",
+    ),
     module="torch_npu._inductor.triton_experimental.npu_triton_heuristics",
     targets=(TARGET,),
     probe=probe,

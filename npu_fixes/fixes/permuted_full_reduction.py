@@ -11,16 +11,14 @@
   and ``[8, 1]``).
 - **Where**: ``codegen.triton._npu_apply_promoted_rtree_lines``, which rewrites the kernel
   body of one promoted reduction tree (called once per tree by ``codegen_body``).
-- **Affected**: torch_npu >=2.13.0.dev0,<2.15 whose function leaves the probe's scalar store
-  index at rank 2 against a rank-3 value while ``NPUTritonScheduling._apply_linearize`` has
-  no scalar-index re-rank of its own; every public commit from 22fb7f528 to bafc50684.
+- **Probe**: does the function leave the probe's scalar store index at rank 2 against a
+  rank-3 value while ``NPUTritonScheduling._apply_linearize`` has no scalar-index re-rank of
+  its own?
 - **Fix**: the function runs unchanged; then each store whose address holds a
   ``tl.full([1, ...], v, dt).broadcast_to(...)`` of lower rank is given the promoted rank,
   as the published wheel does: ``[1] * real_ndim``, the reduction slots 1 and the kept
   slots their block extents, in order (``broadcast_to(1, 1, XBLOCK)`` above). A store whose
   kept extents cannot be matched one to one is left as it was.
-- **Upstream**: fixed in the published torch-npu 2.13.0 wheel (no public commit); remove
-  once unsupported. Workaround without npu_fixes: ``rtree_real_block=False``.
 """
 
 from __future__ import annotations
@@ -32,6 +30,7 @@ import types
 from collections.abc import Callable, Sequence
 from typing import Any
 
+from ..shim.catalogue import WHEEL, About
 from ..shim.fix import Fix, Probe
 from ..shim.patcher import Patcher
 
@@ -179,6 +178,15 @@ def probe(module: types.ModuleType) -> Probe:
 
 FIX = Fix(
     name="permuted-full-reduction",
+    about=About(
+        symptom=(
+            "a full reduction of a permuted view does not build: `ValueError: Expected pointer argument to "
+            "have shape [1, 1, 1] but got [1, 1]` (`x.view(64, 16).t().reshape(-1).sum()`)"
+        ),
+        present=frozenset({"f8802037a", "5ff81d9c5", "bafc50684"}),
+        fixed_in=WHEEL,
+        workaround="`torch_npu._inductor.triton_experimental.config.rtree_real_block = False`",
+    ),
     module="torch_npu._inductor.triton_experimental.codegen.triton",
     targets=(TARGET,),
     probe=probe,

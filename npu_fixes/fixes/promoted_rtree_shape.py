@@ -12,15 +12,14 @@
   observable.
 - **Where**: ``codegen.triton._npu_apply_promoted_rtree_lines``, which rewrites the kernel
   body of one promoted reduction tree.
-- **Affected**: every torch_npu 2.13 self-build (8bfbb9ed1 … bafc50684): the function leaves
-  the probe's bar-shaped load as it is. The published 2.13.0 and 2.14.0 wheels broadcast it.
+- **Probe**: does the function leave a bar-shaped load as it is? (a per-position weight
+  loaded inside a per-head sum: address of node ``r0_2`` only, mask of both promoted nodes
+  ``r0_3`` and ``r0_2``, rank 4).
 - **Fix**: the function runs unchanged; then each masked load whose mask names a promoted
   node's mask but whose address leaves out one of those nodes gets its address broadcast
   to the block, ``tl.broadcast_to(<address>, [<each slot's block extent>])``, as the wheel
   emits it. The extents are the promoted value's (the collapsed shape with its reduction
   entry split back into the nodes' blocks); where they cannot be read, the load is left.
-  Workaround without npu_fixes: ``rtree_real_block=False``.
-- **Upstream**: fixed in the torch-npu 2.13.0 wheel (no public commit); remove once unsupported.
 """
 
 from __future__ import annotations
@@ -31,6 +30,7 @@ import types
 from collections.abc import Callable, Sequence
 from typing import Any
 
+from ..shim.catalogue import EVERY_COMMIT, WHEEL, About
 from ..shim.fix import Fix, Probe
 from ..shim.patcher import Patcher
 from .permuted_full_reduction import TARGET, promoted_rewrite, rewrite_body, spliced
@@ -134,6 +134,15 @@ def probe(module: types.ModuleType) -> Probe:
 
 FIX = Fix(
     name="promoted-rtree-shape",
+    about=About(
+        symptom=(
+            "a reduction with a load narrower than its mask (a weight broadcast inside the sum) does not "
+            "build on triton-ascend"
+        ),
+        present=EVERY_COMMIT,
+        fixed_in=WHEEL,
+        workaround="`torch_npu._inductor.triton_experimental.config.rtree_real_block = False`",
+    ),
     module="torch_npu._inductor.triton_experimental.codegen.triton",
     targets=(TARGET,),
     probe=probe,

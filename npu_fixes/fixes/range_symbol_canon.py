@@ -14,9 +14,9 @@
   ``prepare_indexing`` (nothing else calls them). Wrapping these rather than
   ``prepare_indexing`` puts the registered symbols where the fixed release has them:
   before those passes, which look them up.
-- **Affected**: torch_npu >=2.13.0.dev0,<2.15 whose ``prepare_indexing`` (linearize on)
-  returns a look-alike for a stand-in kernel: a fused ``x3 -> x5 + 64*x6`` mapped with
-  plain symbols, indexed by ``x3 % 64``; and the plain ``x5 + 64*x6`` itself (probe).
+- **Probe**: does ``prepare_indexing`` (linearize on) return a look-alike for a stand-in
+  kernel: a fused ``x3 -> x5 + 64*x6`` mapped with plain symbols, indexed by ``x3 % 64``; and
+  the plain ``x5 + 64*x6`` itself?
 - **Fix**: the index entering each of those two passes gets every symbol named like a
   ``range_tree_nodes`` key, but not that key, replaced by the key
   (:func:`canonical`); the passes run unchanged. So they see the registered symbols that
@@ -24,7 +24,6 @@
   result carries registered symbols only. Unlike the fixed release, this also happens
   with linearize off, where no helper makes look-alikes and an index holding one would
   fail in codegen.
-- **Upstream**: fixed in the published torch-npu 2.13.0 wheel; remove once unsupported.
 """
 
 from __future__ import annotations
@@ -33,6 +32,7 @@ import types
 from collections.abc import Callable, Iterable, Mapping
 from typing import Any
 
+from ..shim.catalogue import About
 from ..shim.fix import Fix, Probe
 from ..shim.patcher import Patcher
 from ..shim.scoped import scoped_method
@@ -153,6 +153,15 @@ def probe(module: types.ModuleType) -> Probe:
 
 FIX = Fix(
     name="range-symbol-canon",
+    about=About(
+        symptom=(
+            "`AssertionError: Unregistered range symbol: <name>` in codegen (look-alike symbols from the "
+            "linearize helpers)"
+        ),
+        present=frozenset({"8bfbb9ed1"}),
+        fixed_in="95c9094da",
+        workaround="none known: upgrade torch_npu",
+    ),
     module="torch_npu._inductor.triton_experimental.codegen.triton",
     targets=TARGETS,
     probe=probe,

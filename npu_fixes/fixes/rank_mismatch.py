@@ -12,8 +12,8 @@
 - **Where**: ``codegen.triton.NPUTritonKernel.triton_tensor_ndim`` (read by
   ``NPUTritonScheduling._apply_linearize``, ``dense_size_str``, ``reduction_resize`` and
   the other shape helpers).
-- **Affected**: torch_npu >=2.13.0.dev0,<2.15 whose count for a linearized kernel with
-  such an x tree and a reduction tree is 1 rather than 2 (probe).
+- **Probe**: is the count for a linearized kernel with such an x tree and a reduction tree 1
+  rather than 2?
 - **Fix**: the method runs unchanged; in linearize mode, once the kernel is linearized,
   :func:`folded_x_trees` more slots are added: one per x tree that has a tensor slot but
   no counted node. Every other count is left as it is.
@@ -25,7 +25,6 @@
   scalar store target ``.broadcast_to(XBLOCK, 1)`` into ``.broadcast_to(1, 1)`` (the
   stored value's shape; both build). Generated on CPU at 95c9094da, the repaired
   keepdim kernels equal f8802037a's but for that.
-- **Upstream**: fixed in the published torch-npu 2.13.0 wheel; remove once unsupported.
 """
 
 from __future__ import annotations
@@ -34,6 +33,7 @@ import types
 from collections.abc import Callable, Iterable
 from typing import Any
 
+from ..shim.catalogue import About
 from ..shim.fix import Fix, Probe
 from ..shim.patcher import Patcher
 from ..shim.scoped import code_globals, scoped_method
@@ -106,6 +106,15 @@ def probe(module: types.ModuleType) -> Probe:
 
 FIX = Fix(
     name="rank-mismatch",
+    about=About(
+        symptom=(
+            "kernel build fails: `ValueError('Cannot broadcast, rank mismatch: [1], [1, 1]')` (a reduction to"
+            " one element kept 2-D, e.g. `sum(dim=0, keepdim=True)` of `[4096, 1]`)"
+        ),
+        present=frozenset({"8bfbb9ed1", "95c9094da"}),
+        fixed_in="22fb7f528",
+        workaround="none known: upgrade torch_npu",
+    ),
     module="torch_npu._inductor.triton_experimental.codegen.triton",
     targets=(TARGET,),
     probe=probe,

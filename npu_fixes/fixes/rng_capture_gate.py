@@ -6,14 +6,13 @@
   MaskedLM/QA).
 - **Where**: ``lowering._register_npu_inductor_fallbacks`` (the Bernoulli entries it
   leaves in Inductor's ``lowerings`` table).
-- **Affected**: torch_npu >=2.13.0.dev0,<2.15 whose registered Bernoulli lowering does not
-  set ``V.graph.disable_cudagraphs_reason`` (probe: register into a scratch table, lower
+- **Probe**: does the registered Bernoulli lowering fail to set
+  ``V.graph.disable_cudagraphs_reason``? (register into a scratch table, lower
   ``bernoulli_.float`` in a stand-in graph, look at the reason).
 - **Fix**: after registration, each of the five Bernoulli overloads' lowering first sets
   ``disable_cudagraphs_reason`` (only if none is set) and then runs unchanged: the whole
   graph skips capture, Inductor/Triton compilation goes on, and the eager RNG sequence is
   kept (partitioning only the RNG op out would run it extra times during warm-up/record).
-- **Upstream**: fixed in the published torch-npu 2.13.0 wheel; remove once unsupported.
 """
 
 from __future__ import annotations
@@ -23,6 +22,7 @@ import types
 from collections.abc import Callable, MutableMapping
 from typing import Any
 
+from ..shim.catalogue import About
 from ..shim.fix import Fix, Probe
 from ..shim.patcher import Patcher
 from ..shim.scoped import with_globals
@@ -135,6 +135,15 @@ def install(module: types.ModuleType, patcher: Patcher) -> None:
 
 FIX = Fix(
     name="rng-capture-gate",
+    about=About(
+        symptom=(
+            "`Cannot call NPUGeneratorImpl::philox_engine_inputs during NPU graph capture` for dropout under "
+            "NPU graphs (DeBERTa, DeBERTa-v2)"
+        ),
+        present=frozenset({"8bfbb9ed1", "95c9094da", "f8802037a"}),
+        fixed_in="5ff81d9c5",
+        workaround="compile without NPU graphs (not `mode='reduce-overhead'`)",
+    ),
     module="torch_npu._inductor.triton_experimental.lowering",
     targets=(REGISTER,),
     probe=probe,

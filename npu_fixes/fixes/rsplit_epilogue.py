@@ -7,16 +7,14 @@
   type even makes the combine read and write past its buffers. No error. The predicate
   checks epilogues only for the INNER hint.
 - **Where**: ``codegen.triton._npu_rsplit_outer_applicable``.
-- **Affected**: every torch_npu 2.13 self-build and the published 2.13.0 and 2.14.0 wheels
-  whose predicate accepts an OUTER ``sum`` kernel with a fused ``+`` epilogue (probe:
-  hf_Bert sizes, one live output, one flat reduction node, ``buf0 + arg1`` stored).
+- **Probe**: does the predicate accept an OUTER ``sum`` kernel with a fused ``+`` epilogue?
+  (hf_Bert sizes, one live output, one flat reduction node, ``buf0 + arg1`` stored).
 - **Fix**: for the OUTER hint the split is accepted only if upstream accepts it and every
   other scheduler node of the kernel uses the reduction's result linearly: through ``mul``
   by a value that does not depend on it, ``neg``, ``truediv``/``div`` with it as the
   numerator, and a plain ``store``. Anything else (``add``, casts, ``relu``, masked
   sub-blocks that read it), or a body that cannot be read, rejects; the kernel then
   compiles unsplit. Linear epilogues (``mean``, scaling) keep the split.
-- **Upstream**: not fixed in any published state; keep.
 """
 
 from __future__ import annotations
@@ -24,6 +22,7 @@ from __future__ import annotations
 import types
 from typing import Any
 
+from ..shim.catalogue import EVERYWHERE, NOT_FIXED, About
 from ..shim.fix import Fix, Probe
 from ..shim.patcher import Patcher
 from .rsplit_outer import TARGET, narrow_predicate, outer_sum_kernel, pointwise_node, predicate_accepts
@@ -112,6 +111,15 @@ def install(module: types.ModuleType, patcher: Patcher) -> None:
 
 FIX = Fix(
     name="rsplit-epilogue",
+    about=About(
+        symptom=(
+            "silently wrong results: an OUTER sum followed in its kernel by a non-linear step (`x.sum(0) + b`"
+            " gives `sum + 40*b`; `** 2`, `relu`; a cast to float16 stores past its buffer)"
+        ),
+        present=EVERYWHERE,
+        fixed_in=NOT_FIXED,
+        workaround="`torch_npu._inductor.triton_experimental.config.rsplit_outer = False`",
+    ),
     module="torch_npu._inductor.triton_experimental.codegen.triton",
     targets=(TARGET,),
     probe=probe,

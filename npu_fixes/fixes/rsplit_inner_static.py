@@ -11,16 +11,14 @@
   ``x.view(4, 64, 8, 64).permute(0, 2, 1, 3).reshape(32, 4096).sum(-1)``.
 - **Where**: ``codegen.triton._npu_rsplit_outer_applicable``, asked before
   ``_apply_linearize`` marks the kernel as a split candidate and again after it.
-- **Affected**: every torch_npu 2.13 self-build from 95c9094da and the published 2.13.0 and
-  2.14.0 wheels: their predicate accepts an INNER ``sum`` kernel whose reduction has two free
-  static nodes (probe: 768 rows, nodes 64 x 32). 8bfbb9ed1 splits OUTER sums only.
+- **Probe**: does the predicate accept an INNER ``sum`` kernel whose reduction has two free
+  static nodes? (768 rows, nodes 64 x 32).
 - **Fix**: for the INNER hint with two or more free reduction nodes, the split is accepted
   only if upstream accepts it, real-block promotion is on and a free node has a symbolic
   length whose size hint reaches the vector core count (the node upstream's pick can take
   and its codegen splits). Otherwise the kernel compiles unsplit. The verdict depends only
   on the kernel's tree, so both of upstream's questions get the same answer. Any doubt
   rejects.
-- **Upstream**: not fixed in any published state (bafc50684, torch-npu 2.13.0 and 2.14.0).
 """
 
 from __future__ import annotations
@@ -28,6 +26,7 @@ from __future__ import annotations
 import types
 from typing import Any
 
+from ..shim.catalogue import EVERYWHERE, NOT_FIXED, About
 from ..shim.fix import Fix, Probe
 from ..shim.patcher import Patcher
 from .rsplit_outer import TARGET, narrow_predicate, outer_sum_kernel, predicate_accepts
@@ -96,6 +95,15 @@ def install(module: types.ModuleType, patcher: Patcher) -> None:
 
 FIX = Fix(
     name="rsplit-inner-static",
+    about=About(
+        symptom=(
+            "a per-head sum (`x.permute(0, 2, 1, 3).reshape(B * H, S * D).sum(-1)`) stops the compile: "
+            "`NameError: name 'r0_2numel' is not defined`"
+        ),
+        present=EVERYWHERE - {"8bfbb9ed1"},
+        fixed_in=NOT_FIXED,
+        workaround="none known: upgrade torch_npu (none: no published state has the fix)",
+    ),
     module="torch_npu._inductor.triton_experimental.codegen.triton",
     targets=(TARGET,),
     probe=probe,

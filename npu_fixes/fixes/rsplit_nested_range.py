@@ -8,15 +8,13 @@
   batch). ``_npu_rsplit_outer_applicable`` does not look at the tree's shape for the OUTER
   hint (upstream's guard of the nested-loop code covers the INNER hint only).
 - **Where**: ``codegen.triton._npu_rsplit_outer_applicable``.
-- **Affected**: every torch_npu 2.13 self-build and the published 2.13.0 and 2.14.0 wheels
-  whose predicate accepts an OUTER ``sum`` kernel with two free reduction nodes (probe:
-  hf_Bert sizes, one live output, nodes 512 x 4). The probe asks the predicate only: a
+- **Probe**: does the predicate accept an OUTER ``sum`` kernel with two free reduction nodes?
+  (hf_Bert sizes, one live output, nodes 512 x 4). The probe asks the predicate only: a
   state whose codegen honoured the range in nested loops would still be called defective
   (no such state is known), and would only lose the split, never a right result.
 - **Fix**: for the OUTER hint the split is accepted only if upstream accepts it and the
   reduction tree has exactly one free node (nodes aliased in ``tree_node_mapping`` do not
   count); any doubt rejects. A rejected kernel compiles unsplit.
-- **Upstream**: not fixed in any published state; keep.
 """
 
 from __future__ import annotations
@@ -24,6 +22,7 @@ from __future__ import annotations
 import types
 from typing import Any
 
+from ..shim.catalogue import EVERYWHERE, NOT_FIXED, About
 from ..shim.fix import Fix, Probe
 from ..shim.patcher import Patcher
 from .rsplit_outer import TARGET, narrow_predicate, outer_sum_kernel, predicate_accepts
@@ -71,6 +70,15 @@ def install(module: types.ModuleType, patcher: Patcher) -> None:
 
 FIX = Fix(
     name="rsplit-nested-range",
+    about=About(
+        symptom=(
+            "silently wrong sums: an OUTER sum over two or more free reduction nodes (a term broadcast over "
+            "the batch, BigBird-style block products) comes out 40 times too large"
+        ),
+        present=EVERYWHERE,
+        fixed_in=NOT_FIXED,
+        workaround="`torch_npu._inductor.triton_experimental.config.rsplit_outer = False`",
+    ),
     module="torch_npu._inductor.triton_experimental.codegen.triton",
     targets=(TARGET,),
     probe=probe,

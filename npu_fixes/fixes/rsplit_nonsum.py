@@ -6,13 +6,12 @@
   gets split returns the sum of partial results: silently wrong values, no error.
 - **Where**: ``codegen.triton._npu_rsplit_outer_applicable`` (the same predicate as
   rsplit-outer, which looks at outputs and tree shape and lets every type through).
-- **Affected**: torch_npu >=2.13.0.dev0,<2.15 whose predicate accepts an OUTER ``max``
-  kernel (probe: one live output, one flat reduction node, hf_Bert sizes 2048 -> 768).
+- **Probe**: does the predicate accept an OUTER ``max`` kernel? (one live output, one flat
+  reduction node, hf_Bert sizes 2048 -> 768).
 - **Fix**: a kernel is handed to the predicate only if every reduction node it holds is a
   ``sum``; any other kernel, or one whose reduction types cannot be read, is not split (it
   then compiles without the split, as any rejected kernel does). For ``sum`` kernels the
   predicate decides as before.
-- **Upstream**: fixed in the published torch-npu 2.13.0 wheel; remove once unsupported.
 """
 
 from __future__ import annotations
@@ -21,6 +20,7 @@ import types
 from collections.abc import Sequence
 from typing import Any
 
+from ..shim.catalogue import About
 from ..shim.fix import Fix, Probe
 from ..shim.patcher import Patcher
 from .rsplit_outer import TARGET, narrow_predicate, predicate_accepts
@@ -90,6 +90,15 @@ def install(module: types.ModuleType, patcher: Patcher) -> None:
 
 FIX = Fix(
     name="rsplit-nonsum",
+    about=About(
+        symptom=(
+            "silently wrong OUTER `max`/`min`/`prod`/`argmax` reductions: the cross-core split's combine adds"
+            " the partials"
+        ),
+        present=frozenset({"8bfbb9ed1"}),
+        fixed_in="95c9094da",
+        workaround="`torch_npu._inductor.triton_experimental.config.rsplit_outer = False`",
+    ),
     module="torch_npu._inductor.triton_experimental.codegen.triton",
     targets=(TARGET,),
     probe=probe,

@@ -5,16 +5,15 @@
   partial+combine rewrite: the first output's store lands in a small partial workspace
   (hf_Bert backward: wrong gradients at step 1, NaN loss from step 4).
 - **Where**: ``codegen.triton._npu_rsplit_outer_applicable``.
-- **Affected**: torch_npu >=2.13.0.dev0,<2.15 whose predicate accepts an OUTER ``sum``
-  kernel with two live outputs (probe: hf_Bert sizes, a 2048x768 pointwise store next to
-  a 1x768 reduction store, reduction numel 2048, one flat reduction node).
+- **Probe**: does the predicate accept an OUTER ``sum`` kernel with two live outputs?
+  (hf_Bert sizes, a 2048x768 pointwise store next to a 1x768 reduction store, reduction
+  numel 2048, one flat reduction node).
 - **Fix**: the split is accepted only if upstream accepts it and the kernel has exactly
   one live output (removed arguments excluded, an in-place buffer counted once), for the
   INNER hint too, as the fixed wheel's own check does. Any doubt rejects the split (the
   kernel then compiles without it). The nested reduction loops that ignore the core's
-  ``r0_lo..r0_hi``, named in the same report, are a defect of their own that no published
-  state has fixed: rsplit-nested-range.
-- **Upstream**: fixed in 95c9094da; remove once unsupported.
+  ``r0_lo..r0_hi``, named in the same report, are a defect of their own:
+  rsplit-nested-range.
 """
 
 from __future__ import annotations
@@ -24,6 +23,7 @@ import types
 from collections.abc import Callable
 from typing import Any
 
+from ..shim.catalogue import About
 from ..shim.fix import Fix, Probe
 from ..shim.patcher import Patcher
 from ..shim.scoped import with_globals
@@ -167,6 +167,15 @@ def install(module: types.ModuleType, patcher: Patcher) -> None:
 
 FIX = Fix(
     name="rsplit-outer",
+    about=About(
+        symptom=(
+            "wrong gradients at step 1 and a NaN loss from step 4 (hf_Bert): an OUTER cross-core split "
+            "accepted for a kernel with a second live output"
+        ),
+        present=frozenset({"8bfbb9ed1"}),
+        fixed_in="95c9094da",
+        workaround="`torch_npu._inductor.triton_experimental.config.rsplit_outer = False`",
+    ),
     module="torch_npu._inductor.triton_experimental.codegen.triton",
     targets=(TARGET,),
     probe=probe,

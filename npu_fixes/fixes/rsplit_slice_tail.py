@@ -12,9 +12,8 @@
 - **Where**: ``codegen.triton.NPUTritonKernel._npu_rewrite_rsplit_partial_body``, which
   turns the kernel's source into the partial stage (loop over the core's slice, mask
   ``< hi``, store to the workspace) and finds no mask to bound.
-- **Affected**: torch_npu >=2.13.0.dev0,<2.15 whose rewrite leaves the probe's partial
-  kernel (an unmasked loop over a slice of ``ceil(65536 / 40)``) as it is; every public
-  commit of the 2.13 branch from 95c9094da and the published 2.13.0 and 2.14.0 wheels.
+- **Probe**: does the rewrite leave a partial kernel (an unmasked loop over a slice of
+  ``ceil(65536 / 40)``) as it is?
 - **Fix**: after the rewrite, where the split axis's mask is the constant one, the slice
   length is rounded up to a multiple of the loop's block: ``per_core = (ceil(n / 40) +
   R0_BLOCK - 1) // R0_BLOCK * R0_BLOCK``. Every block then lies inside one slice, and the
@@ -22,7 +21,6 @@
   Inductor dropped the mask). Cores past the end get an empty slice and contribute the
   reduction's initial value, as with a masked tail. Kernels with a mask are left as they
   are.
-- **Upstream**: not fixed in any published state (bafc50684, torch-npu 2.13.0 and 2.14.0).
 """
 
 from __future__ import annotations
@@ -32,6 +30,7 @@ import types
 from collections.abc import Callable
 from typing import Any
 
+from ..shim.catalogue import EVERYWHERE, NOT_FIXED, About
 from ..shim.fix import Fix, Probe
 from ..shim.patcher import Patcher
 
@@ -122,6 +121,18 @@ def probe(module: types.ModuleType) -> Probe:
 
 FIX = Fix(
     name="rsplit-slice-tail",
+    about=About(
+        symptom=(
+            "silently wrong sums of 2^16, 2^17, ... elements: `x.sum()` of 2^20 ones gives 1064960 (each "
+            "core's last block reads into the next core's slice)"
+        ),
+        present=EVERYWHERE,
+        fixed_in=NOT_FIXED,
+        workaround=(
+            "`torch_npu._inductor.triton_experimental.config.rsplit_outer = False` for OUTER sums; none known"
+            " for full sums"
+        ),
+    ),
     module="torch_npu._inductor.triton_experimental.codegen.triton",
     targets=(TARGET,),
     probe=probe,

@@ -12,10 +12,9 @@ symbolic shapes cannot answer.
   forced stride order) under ``dynamic=True``. The backend does not replace the rule.
 - **Where**: ``overrides.apply_npu_overrides`` (the activation step that should install a
   replacement) and, through it, ``torch._inductor.ir.Layout._stride_expr_ge_or_false``.
-- **Affected**: torch_npu >=2.13.0.dev0,<2.15 whose activation leaves a rule in force that
-  asks such a question (probe: the rule in force, or the one ``apply_npu_overrides`` would
-  install, tried on a scratch class, run on the strides above against a recording stand-in
-  for ``guard_or_false``).
+- **Probe**: does the activation leave a rule in force that asks such a question? (the rule
+  in force, or the one ``apply_npu_overrides`` would install, tried on a scratch class, run
+  on the strides above against a recording stand-in for ``guard_or_false``).
 - **Fix**: ``Layout._stride_expr_ge_or_false`` is wrapped at once, and wrapped again after
   an ``apply_npu_overrides`` call that put another rule there: when the divisibility
   question would hold negative powers, the answer comes from the zero and ``>=`` checks
@@ -24,7 +23,6 @@ symbolic shapes cannot answer.
   call goes to the rule unchanged. Nothing is done where the backend installs its own safe
   rule. Strides that are themselves quotients of sizes (``s0/s1``) still fail, earlier, at
   the ``>=`` check, as they do with upstream's rule.
-- **Upstream**: fixed in the published torch-npu 2.13.0 wheel; remove once unsupported.
 """
 
 from __future__ import annotations
@@ -34,6 +32,7 @@ import types
 from collections.abc import Callable, Iterator
 from typing import Any
 
+from ..shim.catalogue import About
 from ..shim.fix import Fix, Probe
 from ..shim.patcher import Patcher
 from ..shim.scoped import with_globals
@@ -221,6 +220,15 @@ def install(module: types.ModuleType, patcher: Patcher) -> None:
 
 FIX = Fix(
     name="safe-stride-order",
+    about=About(
+        symptom=(
+            "dynamic-shape compile stops: `LoweringException: ValueRangeError: Invalid ranges [0:-1]` (a "
+            "stride-order query with negative powers)"
+        ),
+        present=frozenset({"8bfbb9ed1"}),
+        fixed_in="95c9094da",
+        workaround="compile with static shapes (`dynamic=False`)",
+    ),
     module="torch_npu._inductor.triton_experimental.overrides",
     targets=(TARGET,),
     probe=probe,

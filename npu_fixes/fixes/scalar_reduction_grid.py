@@ -7,9 +7,9 @@
   the kernel reads back what it writes (BertForPreTraining's final loss).
 - **Where**: ``npu_triton_heuristics.NPUTritonCompileResult.make_launcher`` (the grid choice
   is inline there in the pre-fix code).
-- **Affected**: torch_npu >=2.13.0.dev0,<2.15 whose launcher for a zero-node Grid1D
-  reduction (``R0_BLOCK``, no rsplit partial) launches more than one program (probe: build
-  a launcher from a recording stand-in binary with 48 cores and launch it once).
+- **Probe**: does the launcher for a zero-node Grid1D reduction (``R0_BLOCK``, no rsplit
+  partial) launch more than one program? (build a launcher from a recording stand-in binary
+  with 48 cores and launch it once).
 - **Fix**: while the launcher of a kernel that :func:`launches_one_program` accepts is
   built, ``make_launcher`` runs as a private copy that reads a vector core count of 1, so
   its fall-through branch generates ``grid_0 = 1``: the same launcher code the fixed state
@@ -17,7 +17,6 @@
   function. Pointwise kernels, kernels with x nodes, Grid2D/3D, rsplit partials (which need
   one program per core) and the A5 dispatch-recipe path (its grid does not use the core
   count) are left alone. The module's own core count is not touched.
-- **Upstream**: fixed in the published torch-npu 2.13.0 wheel; remove once unsupported.
 """
 
 from __future__ import annotations
@@ -26,6 +25,7 @@ import types
 from collections.abc import Callable, Mapping
 from typing import Any
 
+from ..shim.catalogue import About
 from ..shim.fix import Fix, Probe
 from ..shim.patcher import Patcher
 from ..shim.scoped import call_rebound
@@ -109,6 +109,15 @@ def install(module: types.ModuleType, patcher: Patcher) -> None:
 
 FIX = Fix(
     name="scalar-reduction-grid",
+    about=About(
+        symptom=(
+            "a reduction with no free x node (loss means, norms) launched on every vector core: wrong if it "
+            "reads back what it writes, else 40-48x redundant work"
+        ),
+        present=frozenset({"8bfbb9ed1"}),
+        fixed_in="95c9094da",
+        workaround="none known: upgrade torch_npu",
+    ),
     module="torch_npu._inductor.triton_experimental.npu_triton_heuristics",
     targets=(TARGET,),
     probe=probe,

@@ -10,19 +10,17 @@
 - **Where**: ``codegen.triton.NPUTritonKernel.indexing`` (the index of a load under an
   ``ops.masked`` mask), together with ``lowering.npu_slice_scatter`` and the concat loop
   kernel that upstream replaced in the same commit.
-- **Affected**: the self-build at 8bfbb9ed1. Probe: a real ``NPUTritonKernel`` is built on
-  CPU (stand-in-free: a fresh ``GraphLowering`` from an identity module, one x range of 64)
-  and its live ``indexing`` is asked for the blend's source index under a masked load
-  (``x0 - 3`` for ``start=3``, ``(x0 - 3) // 2`` for ``step=2``); the emitted index string
-  is evaluated at lane ``x0 = 0``. A negative offset = defective. Detected this way, the
-  Triton-Ascend error itself is not reproduced on CPU (no kernel is compiled).
+- **Probe**: a real ``NPUTritonKernel`` is built on CPU (stand-in-free: a fresh
+  ``GraphLowering`` from an identity module, one x range of 64) and its live ``indexing`` is
+  asked for the blend's source index under a masked load (``x0 - 3`` for ``start=3``,
+  ``(x0 - 3) // 2`` for ``step=2``); the emitted index string is evaluated at lane
+  ``x0 = 0``. A negative offset = defective. Detected this way, the Triton-Ascend error
+  itself is not reproduced on CPU (no kernel is compiled).
 - **Fix**: none at run time (guard only; no install; the state is ``upgrade-needed``).
   Upstream made masked indexes non-negative in ``indexing`` and removed the concat loop
   kernel and its lowering route in one refactor. Clamping the emitted index from a wrapper
   would be small, but no NPU is at hand to show that this alone clears the Triton-Ascend
   error, and the lowering half would stay; so no repair is claimed.
-- **Upstream**: fixed in 95c9094da (2026-08-10), in the published torch-npu 2.13.0 wheel
-  and later; remove once unsupported.
 """
 
 from __future__ import annotations
@@ -33,6 +31,7 @@ import types
 from collections.abc import Iterator, Mapping
 from typing import Any
 
+from ..shim.catalogue import About
 from ..shim.fix import Fix, Probe, one_line
 
 TARGET = "NPUTritonKernel.indexing"
@@ -148,6 +147,12 @@ def probe(module: types.ModuleType) -> Probe:
 
 FIX = Fix(
     name="slice-scatter-offset",
+    about=About(
+        symptom="triton-ascend `expected offsets to be non-negative` for some `slice_scatter`",
+        present=frozenset({"8bfbb9ed1"}),
+        fixed_in="95c9094da",
+        workaround="none known: upgrade torch_npu",
+    ),
     module="torch_npu._inductor.triton_experimental.codegen.triton",
     targets=(TARGET,),
     probe=probe,

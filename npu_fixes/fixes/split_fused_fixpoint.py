@@ -11,15 +11,13 @@
   it produced. On CPU the interpreter evaluates ``%`` and ``//`` exactly: the results are
   right either way, so the emitted index is the observable.
 - **Where**: ``codegen.triton.NPUTritonKernel._maybe_split_fused_axes``.
-- **Affected**: every torch_npu 2.13 self-build (8bfbb9ed1 … bafc50684). The published
-  2.13.0 and 2.14.0 wheels repeat the round until the index stops changing (probe: the live
-  method on ``1024 * (x // 1024) + x % 256`` over a 4096-long x range).
+- **Probe**: does a ``//`` or ``%`` of a free node survive the live method on
+  ``1024 * (x // 1024) + x % 256`` over a 4096-long x range?
 - **Fix**: after upstream's round, further rounds run while the index changes (at most five
   more, stopping if it comes back to an earlier form), as the wheel does, with the symbols
   of reduction trees held fixed: the wheel splits reduction nodes further too but changed
   their codegen with it, and the states' reduction codegen does not build such kernels
   (``NameError: name 'r0_3' is not defined``). Reduction indexes keep upstream's one round.
-- **Upstream**: fixed in the torch-npu 2.13.0 wheel (no public commit); remove once unsupported.
 """
 
 from __future__ import annotations
@@ -28,6 +26,7 @@ import types
 from collections.abc import Callable
 from typing import Any
 
+from ..shim.catalogue import EVERY_COMMIT, WHEEL, About
 from ..shim.fix import Fix, Probe
 from ..shim.patcher import Patcher
 from .slice_scatter_offset import cpu_kernel
@@ -103,6 +102,15 @@ def probe(module: types.ModuleType) -> Probe:
 
 FIX = Fix(
     name="split-fused-fixpoint",
+    about=About(
+        symptom=(
+            "one flat axis read at two granularities (reshape and permute chains) keeps a `%` or `//` of a "
+            "fused node in the kernel's addresses: a wrong address formula on the NPU, by upstream's notes"
+        ),
+        present=EVERY_COMMIT,
+        fixed_in=WHEEL,
+        workaround="none known: upgrade torch_npu",
+    ),
     module="torch_npu._inductor.triton_experimental.codegen.triton",
     targets=(TARGET,),
     probe=probe,

@@ -6,14 +6,12 @@
   ``AttributeError``/``ImportError``.
 - **Where**: ``transformer_engine.pytorch`` and its ``cross_entropy`` submodule, which
   Megatron imports the function from.
-- **Affected**: any version whose ``transformer_engine.pytorch`` has no
-  ``parallel_cross_entropy`` (probe: look it up); no torch_npu condition; torch >= 2.4 (the
-  custom-op API our function uses).
+- **Probe**: is ``parallel_cross_entropy`` missing from ``transformer_engine.pytorch``? (an
+  attribute look-up).
 - **Fix**: add :func:`npu_fixes.ops.parallel_cross_entropy` (same signature and semantics,
   vocabulary parallelism included) to both modules; where the package has no
   ``cross_entropy`` submodule, a stand-in one holding just the function. A build that has
   its own function is left untouched. ``npu_fixes.undo()`` removes everything added.
-- **Upstream**: not a torch_npu defect; remove once Transformer Engine on NPU provides it.
 """
 
 from __future__ import annotations
@@ -25,6 +23,7 @@ import types
 
 from packaging.specifiers import SpecifierSet
 
+from ..shim.catalogue import EVERYWHERE, NOT_FIXED, About
 from ..shim.fix import Fix, Probe
 from ..shim.patcher import Patcher
 
@@ -67,6 +66,15 @@ def install(module: types.ModuleType, patcher: Patcher) -> None:
 
 FIX = Fix(
     name="te-parallel-ce",
+    about=About(
+        symptom=(
+            "Megatron's `cross_entropy_fusion_impl='te'` fails: Transformer Engine on NPU has no "
+            "`parallel_cross_entropy`"
+        ),
+        present=EVERYWHERE,
+        fixed_in=NOT_FIXED,
+        workaround="`cross_entropy_fusion_impl='native'`",
+    ),
     module="transformer_engine.pytorch",
     targets=(),
     provides=(ATTR,),

@@ -5,16 +5,15 @@
   3.6 generation no longer have: every kernel the split fires on stops at codegen with
   ``ImportError: cannot import name 'AttrsDescriptor' from 'triton.compiler.compiler'``.
 - **Where**: ``codegen.triton.NPUTritonScheduling._npu_emit_rsplit_combine``.
-- **Affected**: every public commit paired with a Triton of the 3.6 generation (see
-  triton36-launcher). Probe: the live method run with a stand-in partial kernel as far as
-  its argument description, under the installed Triton. With triton-ascend 3.2.x nothing
-  is found and nothing is changed.
+- **Probe**: the live method run with a stand-in partial kernel as far as its argument
+  description, under the installed Triton; it finds the defect with a Triton of the 3.6
+  generation (see triton36-launcher). With triton-ascend 3.2.x nothing is found and nothing
+  is changed.
 - **Fix**: the method runs as a scoped copy whose ``from triton.compiler.compiler import
   AttrsDescriptor`` gets :class:`ConfigAttrs` (nothing global changes): its ``from_dict``
   gives the description as 3.6 takes it, ``{(index,): [["tt.divisibility", 16]]}`` per
   divisible argument, which is what the published wheel builds there. The combine
   kernel's launcher needs triton36-launcher like any other.
-- **Upstream**: fixed in the published torch-npu 2.13.0 wheel; remove once unsupported.
 """
 
 from __future__ import annotations
@@ -23,6 +22,7 @@ import types
 from collections.abc import Callable, Mapping
 from typing import Any
 
+from ..shim.catalogue import EVERY_COMMIT, WHEEL, About
 from ..shim.fix import Fix, Probe, one_line
 from ..shim.patcher import Patcher
 from ..shim.scoped import call_rebound, importing, scoped_method
@@ -98,6 +98,17 @@ def install(module: types.ModuleType, patcher: Patcher) -> None:
 
 FIX = Fix(
     name="triton36-combine-attrs",
+    about=About(
+        symptom=(
+            "with a Triton of the 3.6 generation every split OUTER sum stops: `ImportError: cannot import "
+            "name 'AttrsDescriptor'`"
+        ),
+        present=EVERY_COMMIT,
+        fixed_in=WHEEL,
+        workaround=(
+            "`torch_npu._inductor.triton_experimental.config.rsplit_outer = False`, or triton-ascend 3.2.x"
+        ),
+    ),
     module="torch_npu._inductor.triton_experimental.codegen.triton",
     targets=(TARGET,),
     probe=probe,

@@ -9,11 +9,11 @@
   launcher's parameters and the arguments handed to the runner: the generated wrapper never
   passes them (``launcher() missing 1 required positional argument: 'XBLOCK'``).
 - **Where**: ``npu_triton_heuristics.NPUTritonCompileResult.make_launcher``.
-- **Affected**: every public commit paired with a Triton of the 3.6 generation
-  (``triton.knobs`` present, no ``AttrsDescriptor``; stock Triton 3.6 is one). Probe: the
-  live ``make_launcher`` on a stand-in kernel whose class has no hooks, as 3.6's has none,
-  under the installed Triton. With triton-ascend 3.2.x (what the self-builds were made
-  for) the probe finds nothing and nothing is changed.
+- **Probe**: the live ``make_launcher`` on a stand-in kernel whose class has no hooks, as
+  3.6's has none, under the installed Triton; it finds the defect with a Triton of the 3.6
+  generation (``triton.knobs`` present, no ``AttrsDescriptor``; stock Triton 3.6 is one).
+  With triton-ascend 3.2.x (what the self-builds were made for) the probe finds nothing and
+  nothing is changed.
 - **Fix**: while ``make_launcher`` runs, the kernel's class answers the two hooks with
   ``triton.knobs.runtime``'s where it lacks them (set for the call only), and the function
   runs as a scoped copy that reads ``triton_version_uses_attrs_dict()`` as false (nothing
@@ -21,7 +21,6 @@
   takes and passes the runtime arguments only, the hooks it passes are the knobs', as the
   published wheel builds it for 3.6. The rsplit combine kernel, which imports
   ``AttrsDescriptor`` at codegen, is not covered (``rsplit_outer=False`` avoids it).
-- **Upstream**: fixed in the published torch-npu 2.13.0 wheel; remove once unsupported.
 """
 
 from __future__ import annotations
@@ -33,6 +32,7 @@ import types
 from collections.abc import Callable, Iterator
 from typing import Any
 
+from ..shim.catalogue import EVERY_COMMIT, WHEEL, About
 from ..shim.fix import Fix, Probe, one_line
 from ..shim.patcher import Patcher
 from ..shim.scoped import call_rebound, importing
@@ -127,6 +127,15 @@ def install(module: types.ModuleType, patcher: Patcher) -> None:
 
 FIX = Fix(
     name="triton36-launcher",
+    about=About(
+        symptom=(
+            "with a Triton of the 3.6 generation no kernel launches: `AttributeError: type object "
+            "'CompiledKernel' has no attribute 'launch_enter_hook'`"
+        ),
+        present=EVERY_COMMIT,
+        fixed_in=WHEEL,
+        workaround="use triton-ascend 3.2.x",
+    ),
     module="torch_npu._inductor.triton_experimental.npu_triton_heuristics",
     targets=(TARGET,),
     probe=probe,

@@ -13,6 +13,7 @@ from typing import TYPE_CHECKING, Any
 from packaging.specifiers import SpecifierSet
 
 if TYPE_CHECKING:
+    from .catalogue import About
     from .patcher import Patcher
 
 
@@ -55,7 +56,8 @@ class Fix:
     unlike targets, they need not exist). A *guard* (``repairable=False``) stands for a
     defect that no run-time repair can fix: where its probe finds the defect, its
     ``install`` (if any) only makes the symptom a clear error, and the state is
-    ``upgrade-needed`` with the probe's detail (upstream commit, workaround).
+    ``upgrade-needed`` with the probe's detail (upstream commit, workaround). ``about`` is
+    the fix's catalogue entry (symptom, states, upstream fix, workaround).
     """
 
     name: str
@@ -63,11 +65,20 @@ class Fix:
     targets: tuple[str, ...]
     probe: Callable[[ModuleType], Probe]
     install: Callable[[ModuleType, Patcher], None] | None
+    about: About
     torch_window: SpecifierSet = SpecifierSet(">=2.13.0.dev0,<2.15")
     torch_npu_window: SpecifierSet = SpecifierSet(">=2.13.0.dev0,<2.15")
     signatures: dict[str, tuple[str, ...]] = dataclasses.field(default_factory=dict)
     provides: tuple[str, ...] = ()
     repairable: bool = True
+
+    @property
+    def kind(self) -> str:
+        """``repair``; ``guard`` (no repair, the symptom made a clear error); ``report`` (no
+        repair, nothing installed: the audit and status say an upgrade is needed)."""
+        if self.repairable:
+            return "repair"
+        return "guard" if self.install is not None else "report"
 
     @property
     def patched(self) -> tuple[str, ...]:
