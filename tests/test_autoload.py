@@ -170,3 +170,17 @@ def test_cli_autoload_in_a_site_dir_is_enabled(tmp_path, monkeypatch, capsys):
     assert capsys.readouterr() == (f"autoload enabled: {tmp_path / _autoload.PTH_NAME}\n", "")
     assert main(["autoload", "status", "--site-dir", str(tmp_path)]) == 0
     assert capsys.readouterr().out == f"autoload enabled: {tmp_path / _autoload.PTH_NAME}\n"
+
+
+@pytest.mark.parametrize("text", ["import os\n", "", "garbage \x00\n"])
+def test_cli_autoload_status_reads_what_the_file_holds(tmp_path, monkeypatch, capsys, text):
+    """A file of the autoload's name that does not hold its line is not called enabled."""
+    from npu_fixes.tools.cli import main
+
+    monkeypatch.setattr(site, "getsitepackages", lambda: [str(tmp_path)])
+    path = tmp_path / _autoload.PTH_NAME
+    path.write_text(text)
+    assert not _autoload.is_enabled(tmp_path)
+    assert main(["autoload", "status", "--site-dir", str(tmp_path)]) == 0
+    assert capsys.readouterr().out.startswith(f"autoload NOT enabled: {path} does not hold")
+    assert main(["autoload", "enable", "--site-dir", str(tmp_path)]) == 0 and _autoload.is_enabled(tmp_path)

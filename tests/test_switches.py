@@ -20,8 +20,10 @@ FIXES = ("launch-grid", "rsplit-outer", "te-parallel-ce")
         ("", set(), []),
         ("launch-grid,rsplit-outer", {"launch-grid", "rsplit-outer"}, []),
         (" launch-grid , ", {"launch-grid"}, []),
-        ("Launch-Grid", set(), ["Launch-Grid"]),
+        ("Launch-Grid", {"launch-grid"}, []),  # fix names, like every switch word, in any case
         ("all", set(FIXES), []),
+        ("ALL", set(FIXES), []),
+        ("All,Nope", set(FIXES), ["nope"]),
     ],
 )
 def test_disable_list(value, off, unknown):

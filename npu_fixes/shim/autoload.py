@@ -148,5 +148,10 @@ def disable(directory: str | os.PathLike[str] | None = None) -> bool:
 
 
 def is_enabled(directory: str | os.PathLike[str] | None = None) -> bool:
-    """Whether the ``.pth`` file is there (see :func:`is_site_dir`: whether it is read)."""
-    return pth_path(directory).is_file()
+    """Whether the ``.pth`` file is there and holds the line :func:`enable` writes (see
+    :func:`is_site_dir`: whether it is read)."""
+    path = pth_path(directory)
+    try:
+        return path.read_text() == pth_text(path)
+    except (OSError, UnicodeDecodeError):
+        return False

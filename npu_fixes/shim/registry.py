@@ -94,10 +94,11 @@ class Registry:
         if unknown and not self._warned_env:
             self._warned_env = True
             logger.warning(
-                "%s names unknown fix(es) %s; valid names: %s",
+                "%s names unknown fix(es) %s; valid names: %s, or %s for every fix",
                 switches.DISABLE,
                 ", ".join(unknown),
                 ", ".join(self.fixes),
+                switches.ALL,
             )
         return master_off, names
 

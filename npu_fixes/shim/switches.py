@@ -46,11 +46,15 @@ def master_on(environ: Mapping[str, str] | None = None) -> bool:
     return bool(flag(MASTER, True, environ))
 
 
+ALL = "all"  # the NPU_FIXES_DISABLE word for every fix
+
+
 def disabled(valid: Iterable[str], environ: Mapping[str, str] | None = None) -> tuple[set[str], list[str]]:
-    """``NPU_FIXES_DISABLE``: (the valid names it turns off, the unknown names it gives)."""
+    """``NPU_FIXES_DISABLE``: (the valid names it turns off, the unknown names it gives).
+    Names and ``all`` are taken in any case."""
     valid = set(valid)
     raw = (os.environ if environ is None else environ).get(DISABLE, "")
-    names = {n.strip() for n in raw.split(",") if n.strip()}
-    if "all" in names:
-        return valid, sorted(names - valid - {"all"})
+    names = {n.strip().lower() for n in raw.split(",") if n.strip()}
+    if ALL in names:
+        return valid, sorted(names - valid - {ALL})
     return names & valid, sorted(names - valid)
