@@ -100,6 +100,20 @@ def model(session: nox.Session) -> None:
                 "--durations=15", "tests", *session.posargs)
 
 
+@nox.session(python=False)
+def docs(session: nox.Session) -> None:
+    """The documentation generated from the fix catalogue is current (else: run ``python -m
+    npu_fixes.tools.catalogue``), and the site builds with warnings as errors."""
+    session.run(PY, "-m", "npu_fixes.tools.catalogue", "--check")
+    session.run(PY, "-m", "mkdocs", "build", "--strict", "--quiet", env={"NO_MKDOCS_2_WARNING": "1"})
+
+
+@nox.session(python=False)
+def lint(session: nox.Session) -> None:
+    """ruff over the repository."""
+    session.run(PY, "-m", "ruff", "check", ".")
+
+
 @nox.session(python=False, default=False)
 def unit(session: nox.Session) -> None:
     """The shim's and the fixes' in-process unit level: no test program, no GPU, not the

@@ -7,7 +7,7 @@ PY="$VENV/bin/python"
 if [ ! -x "$PY" ]; then
   python3 -m venv "$VENV"
 fi
-if ! "$PY" -c "import torch, triton, wrapt, pytest, xdist, nox, npu_fixes, importlib.util as u; assert u.find_spec('megatron.core')" 2>/dev/null; then
+if ! "$PY" -c "import torch, triton, wrapt, pytest, xdist, nox, npu_fixes, importlib.util as u; assert all(map(u.find_spec, ('megatron.core', 'material', 'ruff')))" 2>/dev/null; then
   "$PY" -m pip install -q "torch==2.13.0" "triton==3.6.0"
   "$PY" -m pip install -q -e ".[test]"
 fi

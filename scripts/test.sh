@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # Set up everything on a fresh machine and run the tests: every row of the pinned-version
-# matrix in noxfile.py. First `none` (torch_npu absent, the suite but for the model level,
+# matrix in noxfile.py. First `lint` (ruff) and `docs` (the generated documentation is
+# current, the site builds with warnings as errors), then `none` (torch_npu absent, the suite but for the model level,
 # pytest-xdist over every core; its tests/test_matrix.py runs every installed row too: each
 # pinned wheel, each genuine upstream state of the backend, each pre-fix copy, that row's
 # torch_npu on its programs' path), then `model` (the model-level subset: whole models
@@ -23,6 +24,7 @@ rm -rf "$PYTEST_NPU_FIXES_INDUCTOR_CACHE" && mkdir -p "$PYTEST_NPU_FIXES_INDUCTO
 if [ "$#" -gt 0 ]; then
   exec "${NOX[@]}" -s none -- "$@"
 fi
+"${NOX[@]}" -s lint docs
 "${NOX[@]}" -s none
 "${NOX[@]}" -s model
 LOGS=.cache/logs

@@ -117,25 +117,3 @@ def test_status_reports_the_install(row):
         assert any(line.startswith("torch_npu: import failed") for line in data["imports"]), data
     assert {f["state"] for f in data["fixes"]} == {"absent"}  # transformer_engine: not installed
 
-
-def test_readme_table_of_every_fix_at_every_state():
-    """README's "Every fix at every state" says, per fix and state, what the presence table
-    (tests/genuine_states.py) and each fix's kind make the audit say; every backend fix
-    beyond the five has its row."""
-    readme = (genuine_states.REPO / "README.md").read_text().split("### Every fix at every state")[1]
-    header, _, *rows = [line for line in readme.split("\n\n")[2].splitlines() if line.startswith("|")]
-    columns = [c.strip() for c in header.strip("|").split("|")][1:]
-    assert columns == [*genuine_states.COMMITS, "wheel 2.13.0", "wheel 2.14.0"]
-    table = {row.split("`")[1]: [c.strip() for c in row.strip("|").split("|")][1:] for row in rows}
-    assert set(table) == {f.name for f in BACKEND} - set(genuine_states.FIVE)
-    for name, cells in table.items():
-        for state, cell in zip(columns, cells, strict=True):
-            if state.startswith("wheel"):
-                want = "repaired" if name in genuine_states.UNFIXED else "fixed"
-            elif name in genuine_states.absent_at(state):
-                want = "absent"
-            elif name in genuine_states.needed_at(state):
-                want = "upgrade-needed" if name in GUARDS else "repaired"
-            else:
-                want = "fixed"
-            assert cell == want, (name, state)

@@ -1,4 +1,4 @@
-"""The ``npu-fixes`` command: ``status``, ``audit``, ``autoload`` and ``accuracy``."""
+"""The ``npu-fixes`` command: ``list``, ``status``, ``audit``, ``autoload`` and ``accuracy``."""
 
 from __future__ import annotations
 
@@ -49,6 +49,20 @@ def _import_stack(modules: Sequence[str]) -> tuple[list[str], list[str]]:
         problems.append(f"{name}: {reason}")
         missing.append(name)
     return problems, missing
+
+
+def cmd_list(args: argparse.Namespace) -> int:
+    from . import catalogue
+
+    if args.json:
+        print(json.dumps(catalogue.entries(), indent=2))
+    elif args.markdown:
+        print(catalogue.summary_table(), end="")
+    else:
+        width = shutil.get_terminal_size((120, 24)).columns
+        rows = [(e["name"], e["kind"], e["fixed_in"], e["symptom"]) for e in catalogue.entries()]
+        print(_table(("fix", "kind", "fixed upstream in", "what users see"), rows, width))
+    return EXIT_OK
 
 
 def cmd_status(args: argparse.Namespace) -> int:
@@ -120,7 +134,11 @@ def cmd_autoload(args: argparse.Namespace) -> int:
     elif args.action == "disable":
         print(f"autoload disabled: {'removed ' if removed else 'there was no '}{path}")
     elif not _autoload.is_enabled(args.site_dir):
-        print(f"autoload disabled: {path}")
+        if path.exists():
+            print(f"autoload NOT enabled: {path} does not hold this npu-fixes' autoload line "
+                  "(`npu-fixes autoload enable` rewrites it, `disable` removes it)")
+        else:
+            print(f"autoload disabled: {path}")
     elif read_here:
         print(f"autoload enabled: {path}")
     else:
@@ -210,6 +228,11 @@ def build_parser() -> argparse.ArgumentParser:
         prog="npu-fixes", description="Run-time repairs for torch_npu's triton_experimental backend."
     )
     sub = parser.add_subparsers(dest="command", required=True)
+    listing = sub.add_parser("list", help="the catalogue of fixes: symptom, states, upstream fix, workaround")
+    form = listing.add_mutually_exclusive_group()
+    form.add_argument("--json", action="store_true", help="print JSON: every field of every fix")
+    form.add_argument("--markdown", action="store_true", help="print the summary table in Markdown")
+    listing.set_defaults(func=cmd_list)
     status = sub.add_parser("status", help="what npu_fixes did in this interpreter")
     status.add_argument("--json", action="store_true", help="print JSON")
     status.set_defaults(func=cmd_status)
