@@ -295,6 +295,18 @@ def test_unknown_disable_names_warn_once_listing_valid_names(make_module, monkey
     assert reg.status()[0].state is State.APPLIED  # a typo never turns anything else off
 
 
+def test_old_fix_names_disable_with_a_deprecation_warning(make_module, monkeypatch, caplog):
+    mod = importlib.import_module(make_module("renamed_fix", TARGET_SOURCE))
+    monkeypatch.setenv("NPU_FIXES_DISABLE", "Outer-Split")
+    reg = Registry([make_fix(mod.__name__, old_names=("outer-split",))])
+    with caplog.at_level(logging.WARNING, logger="npu_fixes"):
+        reg.arm()
+    assert reg.status()[0].state is State.DISABLED
+    assert [r.getMessage() for r in caplog.records] == [
+        "NPU_FIXES_DISABLE: 'outer-split' is the old name of 'rsplit-outer' (deprecated; it still works): "
+        "use 'rsplit-outer'"]
+
+
 def test_concurrent_imports_apply_once(make_module):
     name = make_module("threaded_target", TARGET_SOURCE + "\nimport time\ntime.sleep(0.05)\n")
     calls = []

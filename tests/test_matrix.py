@@ -78,15 +78,15 @@ def test_audit_of_the_installed_torch_npu(row):
         assert proc.returncode == 0 and set(columns.values()) == {("absent", "-")}
         return
     needed = expected_needed(row)
-    if needed is None:  # unknown defects: each is fixed, repaired and verified, or guarded
-        assert set(columns.values()) <= {("fixed-upstream", "-"), ("needed", "verified"),
+    if needed is None:  # unknown defects: each is not needed, applied, or guarded
+        assert set(columns.values()) <= {("not-needed", "-"), ("needed", "applied"),
                                          ("needed", "upgrade-needed"), ("absent", "-")}, columns
         needed = frozenset(n for n, (before, _) in columns.items() if before == "needed")
         absent = frozenset(n for n, (before, _) in columns.items() if before == "absent")
     else:
         absent = expected_absent(row)
-    assert columns == {f.name: ("absent", "-") if f.name in absent else ("fixed-upstream", "-") if f.name not in needed
-                       else ("needed", "upgrade-needed" if f.name in GUARDS else "verified") for f in BACKEND}
+    assert columns == {f.name: ("absent", "-") if f.name in absent else ("not-needed", "-") if f.name not in needed
+                       else ("needed", "upgrade-needed" if f.name in GUARDS else "applied") for f in BACKEND}
     assert proc.returncode == (3 if needed & GUARDS else 0), proc.stderr
 
 

@@ -30,7 +30,7 @@ MODULES = (
     "rsplit_nonsum",
     "safe_stride_order",
     "nd_reduction",
-    "codegen_misc_95c",
+    "promoted_epilogue",
     "slice_scatter_offset",
     "minmax_propagate_nan",
     "min2_propagate_nan",
@@ -48,7 +48,7 @@ MODULES = (
     "rsplit_inner_static",
     "split_fused_fixpoint",
     "promoted_rtree_shape",
-    "linearize_misc",
+    "partial_view_fold",
     "te_parallel_ce",
 )
 

@@ -57,7 +57,8 @@ class Fix:
     defect that no run-time repair can fix: where its probe finds the defect, its
     ``install`` (if any) only makes the symptom a clear error, and the state is
     ``upgrade-needed`` with the probe's detail (upstream commit, workaround). ``about`` is
-    the fix's catalogue entry (symptom, states, upstream fix, workaround).
+    the fix's catalogue entry (symptom, states, upstream fix, workaround); ``old_names``,
+    names it had before, still taken by ``NPU_FIXES_DISABLE``.
     """
 
     name: str
@@ -71,6 +72,7 @@ class Fix:
     signatures: dict[str, tuple[str, ...]] = dataclasses.field(default_factory=dict)
     provides: tuple[str, ...] = ()
     repairable: bool = True
+    old_names: tuple[str, ...] = ()
 
     @property
     def kind(self) -> str:

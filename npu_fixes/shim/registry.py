@@ -90,16 +90,21 @@ class Registry:
     # -- environment -----------------------------------------------------------------
     def _switches(self) -> tuple[bool, set[str]]:
         master_off = not switches.master_on()
-        names, unknown = switches.disabled(self.fixes)
-        if unknown and not self._warned_env:
+        renamed = {old: fix.name for fix in self.fixes.values() for old in fix.old_names}
+        names, unknown, old = switches.disabled(self.fixes, renamed=renamed)
+        if (unknown or old) and not self._warned_env:
             self._warned_env = True
-            logger.warning(
-                "%s names unknown fix(es) %s; valid names: %s, or %s for every fix",
-                switches.DISABLE,
-                ", ".join(unknown),
-                ", ".join(self.fixes),
-                switches.ALL,
-            )
+            if unknown:
+                logger.warning(
+                    "%s names unknown fix(es) %s; valid names: %s, or %s for every fix",
+                    switches.DISABLE,
+                    ", ".join(unknown),
+                    ", ".join(self.fixes),
+                    switches.ALL,
+                )
+            for was, now in old.items():
+                logger.warning("%s: %r is the old name of %r (deprecated; it still works): use %r",
+                               switches.DISABLE, was, now, now)
         return master_off, names
 
     # -- arming ------------------------------------------------------------------------

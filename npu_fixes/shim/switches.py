@@ -49,12 +49,15 @@ def master_on(environ: Mapping[str, str] | None = None) -> bool:
 ALL = "all"  # the NPU_FIXES_DISABLE word for every fix
 
 
-def disabled(valid: Iterable[str], environ: Mapping[str, str] | None = None) -> tuple[set[str], list[str]]:
-    """``NPU_FIXES_DISABLE``: (the valid names it turns off, the unknown names it gives).
-    Names and ``all`` are taken in any case."""
-    valid = set(valid)
+def disabled(valid: Iterable[str], environ: Mapping[str, str] | None = None,
+             renamed: Mapping[str, str] | None = None) -> tuple[set[str], list[str], dict[str, str]]:
+    """``NPU_FIXES_DISABLE``: (the valid names it turns off, the unknown names it gives, the
+    old names it gives -> their new names). ``renamed``: old name -> new name; names and
+    ``all`` are taken in any case."""
+    valid, renamed = set(valid), dict(renamed or {})
     raw = (os.environ if environ is None else environ).get(DISABLE, "")
     names = {n.strip().lower() for n in raw.split(",") if n.strip()}
-    if ALL in names:
-        return valid, sorted(names - valid - {ALL})
-    return names & valid, sorted(names - valid)
+    old = {n: renamed[n] for n in sorted(names) if n in renamed}
+    names = (names - set(old)) | set(old.values())
+    unknown = sorted(names - valid - {ALL})
+    return (valid if ALL in names else names & valid), unknown, old

@@ -1,9 +1,10 @@
 """Audit a torch_npu install, source tree or wheel for the known defects.
 
 The code is loaded with :mod:`npu_fixes.tools.host`; each fix's probe runs on the untouched
-code (``needed`` / ``fixed-upstream`` / ``absent`` / ``error``), then the needed fixes
-are installed on the loaded code and probed again (``verified`` / ``still-broken``); a
-defect no run-time repair can fix is ``upgrade-needed`` (its guard, if any, installed).
+code (``needed`` / ``not-needed`` / ``absent`` / ``error``), then the needed fixes are
+installed on the loaded code and probed again (``applied``: the defect is gone; ``failed``);
+a defect no run-time repair can fix is ``upgrade-needed`` (its guard, if any, installed).
+After the probe, the words are ``npu-fixes status``' (:class:`~npu_fixes.shim.fix.State`).
 Whatever the audited code raises while it is loaded, probed or repaired (``SystemExit``
 included, ``KeyboardInterrupt`` excepted) is reported, never raised, and so is a call of
 ``os._exit``; no ``__pycache__`` is written into the audited tree. A backend package with
@@ -19,13 +20,13 @@ from collections.abc import Iterator
 from typing import Any
 
 from ..fixes import all_fixes
-from ..shim.fix import Fix, TargetMissing, one_line
+from ..shim.fix import Fix, State, TargetMissing, one_line
 from ..shim.patcher import Patcher
 from . import host
 
-NEEDED, FIXED_UPSTREAM, ABSENT, ERROR = "needed", "fixed-upstream", "absent", "error"
-VERIFIED, STILL_BROKEN, NOTHING = "verified", "still-broken", "-"
-UPGRADE_NEEDED = "upgrade-needed"
+NEEDED, ERROR, NOTHING = "needed", "error", "-"
+NOT_NEEDED, ABSENT = State.NOT_NEEDED.value, State.ABSENT.value
+APPLIED, FAILED, UPGRADE_NEEDED = State.APPLIED.value, State.FAILED.value, State.UPGRADE_NEEDED.value
 
 
 @dataclasses.dataclass
@@ -47,7 +48,7 @@ class AuditReport:
     @property
     def ok(self) -> bool:
         """Nothing still broken and nothing we could not examine."""
-        return not self.errors and all(f.after != STILL_BROKEN and f.before != ERROR for f in self.fixes)
+        return not self.errors and all(f.after != FAILED and f.before != ERROR for f in self.fixes)
 
     @property
     def upgrade_needed(self) -> bool:
@@ -89,7 +90,7 @@ def _before(fix: Fix, loaded: host.HostLoad) -> tuple[str, str]:
         raise
     except BaseException as exc:  # noqa: BLE001
         return ERROR, f"probe raised {one_line(exc)}"
-    return (NEEDED if probe.defective else FIXED_UPSTREAM), probe.detail
+    return (NEEDED if probe.defective else NOT_NEEDED), probe.detail
 
 
 def _after(fix: Fix, loaded: host.HostLoad, patcher: Patcher) -> tuple[str, str]:
@@ -105,8 +106,8 @@ def _after(fix: Fix, loaded: host.HostLoad, patcher: Patcher) -> tuple[str, str]
     except KeyboardInterrupt:
         raise
     except BaseException as exc:  # noqa: BLE001
-        return STILL_BROKEN, f"repair raised {one_line(exc)}"
-    return (STILL_BROKEN if probe.defective else VERIFIED), probe.detail
+        return FAILED, f"repair raised {one_line(exc)}"
+    return (FAILED if probe.defective else APPLIED), probe.detail
 
 
 class AuditedCodeExited(Exception):

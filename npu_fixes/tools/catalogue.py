@@ -48,6 +48,7 @@ def entry(fix: Fix) -> dict[str, Any]:
         "module": fix.module, "targets": list(fix.patched),
         "torch_window": str(fix.torch_window), "torch_npu_window": str(fix.torch_npu_window),
         "status_at": {s: status_at(fix, s) for s in STATES},
+        "old_names": list(fix.old_names),
     }
 
 
@@ -104,7 +105,9 @@ def fix_page(fix: Fix, module_name: str) -> str:
         f"# `{fix.name}`\n\n"
         f"**Kind**: {fix.kind}. **What users see**: {about.symptom}\n\n"
         f"**Fixed upstream in**: {about.fixed_in}. **Without npu_fixes**: {about.workaround}\n\n"
-        f"**Patches**: `{fix.module}`: {patched}. "
+        + (f"**Formerly**: {', '.join(f'`{n}`' for n in fix.old_names)} (still taken by "
+           "`NPU_FIXES_DISABLE`, with a warning).\n\n" if fix.old_names else "")
+        + f"**Patches**: `{fix.module}`: {patched}. "
         f"Windows: torch `{fix.torch_window or 'any'}`, torch_npu `{fix.torch_npu_window or 'any'}`.\n\n"
         "| state | defect | `npu-fixes status` |\n|---|---|---|\n" + states + "\n\n"
         + body.strip() + "\n"

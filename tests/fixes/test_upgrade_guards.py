@@ -1,5 +1,5 @@
-"""Guards for the defects no run-time repair can fix: nd-reduction, codegen-misc-95c,
-slice-scatter-offset and linearize-misc. Rules in-process; then, at every genuine state and
+"""Guards for the defects no run-time repair can fix: nd-reduction, promoted-epilogue,
+slice-scatter-offset and partial-view-fold. Rules in-process; then, at every genuine state and
 the 2.13.0 wheel, one fresh interpreter runs the four probes and the registry's decision,
 and for nd-reduction the reduction heuristic before and after the guard."""
 
@@ -12,12 +12,12 @@ import pytest
 from tests.conftest import run_program, wheel_install
 from tests.genuine_states import BEYOND, COMMITS
 
-GUARDS = ("nd-reduction", "codegen-misc-95c", "slice-scatter-offset", "linearize-misc")
+GUARDS = ("nd-reduction", "promoted-epilogue", "slice-scatter-offset", "partial-view-fold")
 WHEEL = "2.13.0"
 STATES = (*COMMITS, WHEEL)
 #: Upstream commit that fixed each defect, named by the probe's detail where it is present.
-FIXED_IN = {"nd-reduction": "e1863287d", "codegen-misc-95c": "95c9094da",
-            "slice-scatter-offset": "95c9094da", "linearize-misc": "2.13.0 wheel"}
+FIXED_IN = {"nd-reduction": "e1863287d", "promoted-epilogue": "95c9094da",
+            "slice-scatter-offset": "95c9094da", "partial-view-fold": "2.13.0 wheel"}
 
 
 # -- rules ----------------------------------------------------------------------------------
@@ -112,7 +112,7 @@ AFTER_95C = [
 
 
 def test_codegen_rules_tell_the_two_bodies_apart():
-    from npu_fixes.fixes.codegen_misc_95c import product_unmasked, store_keeps_reduction_blocks
+    from npu_fixes.fixes.promoted_epilogue import product_unmasked, store_keeps_reduction_blocks
 
     assert store_keeps_reduction_blocks(BEFORE_95C, (1, 2), 3) is True
     assert store_keeps_reduction_blocks(AFTER_95C, (1, 2), 3) is False
@@ -149,8 +149,8 @@ def present(name: str, state: str) -> bool:
 
 def test_presence_table_is_what_the_guards_expect():
     assert BEYOND["nd-reduction"] == {"8bfbb9ed1", "95c9094da"}
-    assert BEYOND["codegen-misc-95c"] == BEYOND["slice-scatter-offset"] == {"8bfbb9ed1"}
-    assert BEYOND["linearize-misc"] == set(COMMITS)
+    assert BEYOND["promoted-epilogue"] == BEYOND["slice-scatter-offset"] == {"8bfbb9ed1"}
+    assert BEYOND["partial-view-fold"] == set(COMMITS)
 
 
 @pytest.mark.parametrize("state", STATES)
@@ -176,12 +176,12 @@ def test_probe_details_name_the_symptoms(runs):
     old = runs["8bfbb9ed1"]["probe"]
     assert "NotImplementedError: size_hints: {'x': 2, 'r0_': 2, 'r1_': 2}" in old["nd-reduction"][1]
     assert "Cannot broadcast" in old["nd-reduction"][1] and "tile_reductions" in old["nd-reduction"][1]
-    assert "0*inf NaN" in old["codegen-misc-95c"][1] and "not reproduced" in old["codegen-misc-95c"][1]
+    assert "0*inf NaN" in old["promoted-epilogue"][1] and "not reproduced" in old["promoted-epilogue"][1]
     assert "expected offsets to be non-negative" in old["slice-scatter-offset"][1]
     assert "not reproduced" in old["slice-scatter-offset"][1]
-    assert "_fold_dual_decomp leaves a second view" in old["linearize-misc"][1]
-    assert "not reproduced" in old["linearize-misc"][1]
-    assert "_fold_redundant_range_tree_decomposition folds" in runs[WHEEL]["probe"]["linearize-misc"][1]
+    assert "_fold_dual_decomp leaves a second view" in old["partial-view-fold"][1]
+    assert "not reproduced" in old["partial-view-fold"][1]
+    assert "_fold_redundant_range_tree_decomposition folds" in runs[WHEEL]["probe"]["partial-view-fold"][1]
 
 
 @pytest.mark.parametrize("state", sorted(BEYOND["nd-reduction"]))
@@ -219,9 +219,9 @@ def test_codegen_observations_match_the_presence_table(runs, state):
         assert values == {"start=3": -3, "start=3,step=2": -2}
     else:
         assert values == {"start=3": 0, "start=3,step=2": 0}
-    from npu_fixes.fixes.codegen_misc_95c import product_unmasked, store_keeps_reduction_blocks
+    from npu_fixes.fixes.promoted_epilogue import product_unmasked, store_keeps_reduction_blocks
 
     lines = res["epilogue"]
-    old = present("codegen-misc-95c", state)
+    old = present("promoted-epilogue", state)
     assert store_keeps_reduction_blocks(lines, (1, 2), 3) is old
     assert product_unmasked(lines, "tmp2", "tmp0", "r0_2mask") is old

@@ -54,16 +54,16 @@ def guarded(location: str) -> dict:
     them with the shim's own rules: the probes, states and patches, the heuristic battery
     before and after, and the codegen observations."""
     mods = host_load(location).modules
-    from npu_fixes.fixes import codegen_misc_95c as cm
-    from npu_fixes.fixes import linearize_misc as lm
     from npu_fixes.fixes import nd_reduction as nd
+    from npu_fixes.fixes import partial_view_fold as lm
+    from npu_fixes.fixes import promoted_epilogue as cm
     from npu_fixes.fixes import slice_scatter_offset as ss
     from npu_fixes.shim.registry import Registry
 
     os.environ.pop("NPU_FIXES", None)
     heur, cg = mods["npu_triton_heuristics"], mods["codegen.triton"]
-    targets = (("nd-reduction", heur, "reduction"), ("codegen-misc-95c", cg, cm.TARGET),
-               ("slice-scatter-offset", cg, "NPUTritonKernel"), ("linearize-misc", cg, "NPUTritonScheduling"))
+    targets = (("nd-reduction", heur, "reduction"), ("promoted-epilogue", cg, cm.TARGET),
+               ("slice-scatter-offset", cg, "NPUTritonKernel"), ("partial-view-fold", cg, "NPUTritonScheduling"))
     original = {n: inspect.getattr_static(m, t) for n, m, t in targets}
     guards = ((nd.FIX, heur), (cm.FIX, cg), (ss.FIX, cg), (lm.FIX, cg))
     result = {"before": battery(heur)}

@@ -1,4 +1,4 @@
-"""linearize-misc (guard): linearize corrections of the published wheel; needs a torch_npu upgrade.
+"""partial-view-fold (report): partial second views of an x tree left unfolded; needs an upgrade.
 
 - **Defect**: the wheel corrected three things in the linearize pass at once. An x tree read
   through a second view that re-decomposes only part of the basis (BigBird: the basis
@@ -64,7 +64,7 @@ def probe(module: types.ModuleType) -> Probe:
     """Run the live fold on the stand-in tree: is the second view of x0's span folded?"""
     folded = fold_partial_view(module)
     if folded is None:
-        return Probe(False, "the backend has no fold of alternate views: linearize-misc not judged")
+        return Probe(False, "the backend has no fold of alternate views: partial-view-fold not judged")
     name, mapping = folded
     if {"x2", "x3"} <= mapping.keys():
         return Probe(False, f"{name} folds a second view of part of the basis onto it: {mapping}")
@@ -74,7 +74,8 @@ def probe(module: types.ModuleType) -> Probe:
 
 
 FIX = Fix(
-    name="linearize-misc",
+    name="partial-view-fold",
+    old_names=("linearize-misc",),
     about=About(
         symptom=(
             "partial alternate views not folded, composite keys as assignment targets, constants at the rank "

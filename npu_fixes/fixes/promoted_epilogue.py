@@ -1,4 +1,4 @@
-"""codegen-misc-95c (guard): codegen corrections of 95c9094da; needs a torch_npu upgrade.
+"""promoted-epilogue (report): stores and products after promoted reductions; needs an upgrade.
 
 - **Defect**: upstream corrected several things inside the large codegen methods at once,
   none of them labelled: stores after a promoted (multi-node) reduction keep the block
@@ -170,7 +170,8 @@ def probe(module: types.ModuleType) -> Probe:
 
 
 FIX = Fix(
-    name="codegen-misc-95c",
+    name="promoted-epilogue",
+    old_names=("codegen-misc-95c",),
     about=About(
         symptom=(
             "wrong stores after promoted reductions, NaN from `0*inf` in masked products, wrong-lane select "
