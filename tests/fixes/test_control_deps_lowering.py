@@ -67,17 +67,6 @@ SYMPTOM = ["LoweringException: AttributeError: 'Subgraph' object has no attribut
 LEGITIMATE_RECORDS = {"control_deps|once": [1, 1], "control_deps|twice": [2, 2]}
 
 
-def test_states_cover_the_defect():
-    assert BEYOND[NAME] == {"8bfbb9ed1", "95c9094da", "f8802037a"}
-    assert REFERENCE not in BEYOND[NAME]
-
-
-@pytest.mark.parametrize("state", STATES)
-def test_probe_says_needed_exactly_where_the_defect_is(runs, state):
-    res = runs[state]
-    assert res["probe_before"][0] is (state in BEYOND[NAME]), res["probe_before"]
-
-
 @pytest.mark.parametrize("state", STATES)
 def test_registration_into_the_real_table_and_compile(runs, state):
     """Before any repair: where the defect is, control_deps became a fallback and compiling

@@ -134,17 +134,6 @@ def test_expected_values_are_eager_with_cast_values():
     assert x.tolist() == EXPECTED["in_place"]["input"]
 
 
-def test_states_cover_the_defect():
-    assert BEYOND[NAME] == {"8bfbb9ed1", "95c9094da"}
-    assert REFERENCE not in BEYOND[NAME]
-
-
-@pytest.mark.parametrize("state", STATES)
-def test_probe_says_needed_exactly_where_the_defect_is(runs, state):
-    res = runs[state]
-    assert res["probe_before"][0] is (state in BEYOND[NAME]), res["probe_before"]
-
-
 @pytest.mark.parametrize("state", STATES)
 def test_registration_into_the_real_table_and_compile(runs, state):
     """Before any repair: where the defect is, the index_put overloads became generic

@@ -65,17 +65,6 @@ def runs(genuine):
     return run_at_states(genuine, STATES, "permuted_full_reduction", "reductions")
 
 
-def test_states_cover_the_defect():
-    assert BEYOND[NAME] == {"f8802037a", "5ff81d9c5", "bafc50684"}
-
-
-@pytest.mark.parametrize("state", STATES)
-def test_probe_says_needed_exactly_where_the_defect_is(runs, state):
-    res = runs[state]
-    assert res["probe_before"][0] is (state in BEYOND[NAME]), res["probe_before"]
-    assert res["state"] == ("applied" if state in BEYOND[NAME] else "not-needed")
-
-
 @pytest.mark.parametrize("state", STATES)
 def test_broken_builds_without_and_equal_eager_with(runs, state):
     """Before: the four permuted full reductions stop at the kernel build where the defect

@@ -1,4 +1,5 @@
-"""Programs of tests/fixes/test_upgrade_guards.py."""
+"""Programs of the guards' tests: tests/fixes/test_nd_reduction.py, test_promoted_epilogue.py,
+test_slice_scatter_offset.py and test_partial_view_fold.py."""
 
 from __future__ import annotations
 
@@ -49,37 +50,41 @@ def battery(heur):
     return out
 
 
-def guarded(location: str) -> dict:
-    """NPU_FIXES=0 keeps the registered fixes out; a Registry of the four guards decides
-    them with the shim's own rules: the probes, states and patches, the heuristic battery
-    before and after, and the codegen observations."""
+def guarded(location: str, name: str) -> dict:
+    """NPU_FIXES=0 keeps the registered fixes out; a Registry of the guard ``name`` alone
+    decides it with the shim's own rules: the probe, state and patches, and that guard's
+    observations (nd-reduction: the heuristic battery before and after; slice-scatter-offset:
+    the masked offsets; promoted-epilogue: the rewritten epilogue)."""
     mods = host_load(location).modules
     from npu_fixes.fixes import nd_reduction as nd
-    from npu_fixes.fixes import partial_view_fold as lm
-    from npu_fixes.fixes import promoted_epilogue as cm
+    from npu_fixes.fixes import partial_view_fold as pv
+    from npu_fixes.fixes import promoted_epilogue as pe
     from npu_fixes.fixes import slice_scatter_offset as ss
     from npu_fixes.shim.registry import Registry
 
     os.environ.pop("NPU_FIXES", None)
     heur, cg = mods["npu_triton_heuristics"], mods["codegen.triton"]
-    targets = (("nd-reduction", heur, "reduction"), ("promoted-epilogue", cg, cm.TARGET),
-               ("slice-scatter-offset", cg, "NPUTritonKernel"), ("partial-view-fold", cg, "NPUTritonScheduling"))
-    original = {n: inspect.getattr_static(m, t) for n, m, t in targets}
-    guards = ((nd.FIX, heur), (cm.FIX, cg), (ss.FIX, cg), (lm.FIX, cg))
-    result = {"before": battery(heur)}
-    result["probe"] = {f.name: [(p := f.probe(m)).defective, p.detail]
-                       for f, m in guards}
-    registry = Registry([f for f, _ in guards])
-    records = {f.name: registry.evaluate(f, m) for f, m in guards}
-    result["state"] = {n: [r.state.value, r.detail] for n, r in records.items()}
+    module, attr, fix = {"nd-reduction": (heur, "reduction", nd.FIX),
+                         "promoted-epilogue": (cg, pe.TARGET, pe.FIX),
+                         "slice-scatter-offset": (cg, "NPUTritonKernel", ss.FIX),
+                         "partial-view-fold": (cg, "NPUTritonScheduling", pv.FIX)}[name]
+    original = inspect.getattr_static(module, attr)
+    result = {"before": battery(heur)} if name == "nd-reduction" else {}
+    result["probe"] = [(p := fix.probe(module)).defective, p.detail]
+    registry = Registry([fix])
+    record = registry.evaluate(fix, module)
+    result["state"] = [record.state.value, record.detail]
     result["patched"] = len(registry.patcher)
-    result["identical"] = {n: inspect.getattr_static(m, t) is original[n] for n, m, t in targets}
-    result["probe_after"] = [(p := nd.probe(heur)).defective, p.detail]
-    result["after"] = battery(heur)
+    result["identical"] = inspect.getattr_static(module, attr) is original
+    if name == "nd-reduction":
+        result["probe_after"] = [(p := nd.probe(heur)).defective, p.detail]
+        result["after"] = battery(heur)
     result["restored"] = registry.patcher.restore()
-    result["identical_after_restore"] = inspect.getattr_static(heur, "reduction") is original["nd-reduction"]
-    result["offsets"] = ss.masked_offsets(cg)
-    result["epilogue"] = [str(getattr(line, "line", line)) for line in cm.rewrite_epilogue(cg)]
+    result["identical_after_restore"] = inspect.getattr_static(module, attr) is original
+    if name == "slice-scatter-offset":
+        result["offsets"] = ss.masked_offsets(cg)
+    if name == "promoted-epilogue":
+        result["epilogue"] = [str(getattr(line, "line", line)) for line in pe.rewrite_epilogue(cg)]
     return result
 
 
