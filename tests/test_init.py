@@ -40,7 +40,7 @@ def test_run_time_code_never_uses_unittest_mock():
 
     root = Path(__file__).resolve().parent.parent / "npu_fixes"
     users = []
-    for path in [*root.glob("shim/*.py"), *root.glob("fixes/*.py"), root / "__init__.py"]:
+    for path in [*root.glob("shim/*.py"), *root.glob("fixes/**/*.py"), root / "__init__.py"]:
         for node in ast.walk(ast.parse(path.read_text())):
             names = ([a.name for a in node.names] if isinstance(node, ast.Import)
                      else [f"{node.module}.{a.name}" for a in node.names] if isinstance(node, ast.ImportFrom)

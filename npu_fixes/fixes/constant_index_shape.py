@@ -35,6 +35,7 @@ from ..shim.catalogue import About
 from ..shim.fix import Fix, Probe
 from ..shim.patcher import Patcher
 from ..shim.scoped import code_globals, scoped_method
+from .shared.linearize import linearized
 
 TARGET = "NPUTritonKernel.indexing"
 RANK_ONE = ("[1]", (1,))  # emitted shape, CSE shape
@@ -61,12 +62,6 @@ def rank_one(index: Any, copy_shape: Any, has_load_mask: bool) -> bool:
     if copy_shape is not None or not integer_like(index):
         return False
     return isinstance(index, sympy.Integer) or not has_load_mask
-
-
-def linearized(kernel: Any, namespace: dict[str, Any]) -> bool:
-    """Whether ``kernel`` is generated in linearize mode: its own ``_npu_linearize`` where
-    the backend keeps one per kernel (later releases), else the module switch."""
-    return bool(getattr(kernel, "_npu_linearize", namespace.get("triton_codegen_linearize")))
 
 
 def _bind(instance: Any, args: tuple, kwargs: dict) -> tuple[Any, Any]:

@@ -23,7 +23,7 @@ from typing import Any
 from ..shim.catalogue import EVERY_COMMIT, WHEEL, About
 from ..shim.fix import Fix, Probe
 from ..shim.patcher import Patcher
-from .control_deps_lowering import REGISTER, keep_through_registration, registration_probe
+from .shared.registration import REGISTER, keep_through_registration, registration_probe
 
 
 def scalar_op() -> Any:

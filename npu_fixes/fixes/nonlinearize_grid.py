@@ -27,7 +27,7 @@ from typing import Any
 from ..shim.catalogue import EVERY_COMMIT, WHEEL, About
 from ..shim.fix import Fix, Probe
 from ..shim.patcher import Patcher
-from .scalar_reduction_grid import NODES_KEY, TARGET, launched_grid
+from .shared.launcher import NODES_KEY, TARGET, launched_grid
 
 SETTING = "torch_npu._inductor.triton_experimental.config.codegen_linearize"
 #: What the codegen module copies the setting into when it is imported.

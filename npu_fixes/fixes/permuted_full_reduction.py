@@ -33,8 +33,8 @@ from typing import Any
 from ..shim.catalogue import WHEEL, About
 from ..shim.fix import Fix, Probe
 from ..shim.patcher import Patcher
+from .shared.promoted import TARGET, promoted_rewrite, rewrite_body, spliced
 
-TARGET = "_npu_apply_promoted_rtree_lines"
 #: The scalar store of ``x.view(64, 16).t().reshape(-1).sum()`` as bafc50684 emits it,
 #: before promotion: two reduction slots (0 and 1) and the x slot (2) make rank 3.
 PROBE_STORE = "    tl.store(out_ptr0 + (tl.full([1, 1], 0, tl.int32).broadcast_to(XBLOCK, 1)), tmp2, None)"
@@ -84,29 +84,6 @@ def reranked(line: str, r_slots: Sequence[int], real_ndim: int) -> str | None:
     return spliced(line, edits)
 
 
-def spliced(line: str, edits: Sequence[tuple[int, int, str]]) -> str | None:
-    """``line`` with each ``(start, end, text)`` edit made, columns counted in the line
-    without its indent (as ``ast`` gives them); None where there is no edit."""
-    if not edits:
-        return None
-    stripped = line.lstrip()
-    code = stripped.encode()  # the offsets count UTF-8 bytes
-    for start, end, text in sorted(edits, reverse=True):
-        code = code[:start] + text.encode() + code[end:]
-    return line[:len(line) - len(stripped)] + code.decode()
-
-
-def rewrite_body(kernel: Any, rewrite: Callable[[str], str | None]) -> None:
-    """Replace each line of ``kernel.body._lines`` (plain lines and Inductor's deferred lines
-    alike) by ``rewrite(line)`` where that is not None."""
-    lines = kernel.body._lines
-    for i, raw in enumerate(lines):
-        text = raw if isinstance(raw, str) else getattr(raw, "line", None)
-        new = rewrite(text) if isinstance(text, str) else None
-        if new is not None:
-            lines[i] = new if isinstance(raw, str) else raw._new_line(new)
-
-
 def rerank_body(kernel: Any, r_slots: Sequence[int], real_ndim: int) -> None:
     """Re-rank the scalar store indexes in ``kernel.body._lines``."""
     rewrite_body(kernel, lambda line: reranked(line, r_slots, real_ndim))
@@ -125,27 +102,6 @@ def install(module: types.ModuleType, patcher: Patcher) -> None:
 
 
 # -- probe -------------------------------------------------------------------------------
-def promoted_rewrite(module: types.ModuleType, line: str, combined_mask: str, collapsed_shape: str,
-                     collapsed_dim: int, post_resize: str, r_slots: Sequence[int],
-                     slot_tokens: Sequence[str], leaves: Sequence[str] = ()) -> str:
-    """What the live function makes of ``line`` in a body of its own for one promoted tree
-    (reduction slots ``r_slots``, each slot's block extent in ``slot_tokens``, free nodes
-    ``leaves``), called with the arguments its caller gives it (the parameters each state
-    has)."""
-    func = getattr(module, TARGET)
-    body = types.SimpleNamespace(body=types.SimpleNamespace(_lines=[line]),
-                                 _reduction_loop_passes_for_prefix=lambda prefix: ())  # the wheel asks
-    params = inspect.signature(func).parameters
-    optional = {"leaf_names": list(leaves),
-                "real_sizes": ["1" if s in r_slots else t for s, t in enumerate(slot_tokens)],
-                "slot_block_tokens": list(slot_tokens)}
-    blocks = [f"{leaf}_blk" for leaf in leaves]
-    func(body, "r0_", [], blocks, [], combined_mask, collapsed_shape, collapsed_dim, post_resize,
-         list(r_slots), len(slot_tokens), **{k: v for k, v in optional.items() if k in params})
-    (out,) = [raw if isinstance(raw, str) else raw.line for raw in body.body._lines]
-    return out.strip()
-
-
 def probe_store(module: types.ModuleType) -> str:
     """What the live function makes of :data:`PROBE_STORE`."""
     return promoted_rewrite(module, PROBE_STORE, "r0_mask", "[R0_BLOCK, 1]", 0, "[None, None, :]",

@@ -33,7 +33,7 @@ from typing import Any
 from ..shim.catalogue import EVERY_COMMIT, WHEEL, About
 from ..shim.fix import Fix, Probe
 from ..shim.patcher import Patcher
-from .permuted_full_reduction import TARGET, promoted_rewrite, rewrite_body, spliced
+from .shared.promoted import TARGET, promoted_rewrite, rewrite_body, spliced
 
 #: A per-position weight loaded inside a per-head sum as bafc50684 emits it: address of node
 #: ``r0_2`` only, mask of both promoted nodes (slots 2 and 3 of rank 4).

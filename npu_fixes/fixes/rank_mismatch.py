@@ -37,7 +37,7 @@ from ..shim.catalogue import About
 from ..shim.fix import Fix, Probe
 from ..shim.patcher import Patcher
 from ..shim.scoped import code_globals, scoped_method
-from .constant_index_shape import linearized as linearize_mode
+from .shared.linearize import linearized as linearize_mode
 
 TARGET = "NPUTritonKernel.triton_tensor_ndim"
 

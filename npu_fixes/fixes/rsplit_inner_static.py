@@ -29,7 +29,7 @@ from typing import Any
 from ..shim.catalogue import EVERYWHERE, NOT_FIXED, About
 from ..shim.fix import Fix, Probe
 from ..shim.patcher import Patcher
-from .rsplit_outer import TARGET, narrow_predicate, outer_sum_kernel, predicate_accepts
+from .shared.rsplit import TARGET, narrow_predicate, outer_sum_kernel, predicate_accepts
 
 
 def split_allowed(upstream: bool, inner_hint: bool, free_nodes: int, splittable_node: bool,
@@ -72,7 +72,7 @@ def kernel_allows_split(module: types.ModuleType, kernel: Any) -> bool:
 
 
 def inner_sum_kernel(module: types.ModuleType, reduction_nodes: tuple[tuple[str, int], ...]) -> Any:
-    """:func:`~.rsplit_outer.outer_sum_kernel` (768 rows, a reduction of 2048, one live
+    """:func:`~.shared.rsplit.outer_sum_kernel` (768 rows, a reduction of 2048, one live
     output) with the INNER hint."""
     kernel = outer_sum_kernel(module, {"buf0": "out_ptr0"}, reduction_nodes)
     kernel.features.get_reduction_hint = lambda: module.ReductionHint.INNER

@@ -25,7 +25,7 @@ from typing import Any
 from ..shim.catalogue import EVERYWHERE, NOT_FIXED, About
 from ..shim.fix import Fix, Probe
 from ..shim.patcher import Patcher
-from .rsplit_outer import TARGET, narrow_predicate, outer_sum_kernel, predicate_accepts
+from .shared.rsplit import TARGET, narrow_predicate, outer_sum_kernel, predicate_accepts
 
 
 def free_reduction_nodes(range_trees: Any) -> int:

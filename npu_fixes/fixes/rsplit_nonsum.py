@@ -23,7 +23,7 @@ from typing import Any
 from ..shim.catalogue import About
 from ..shim.fix import Fix, Probe
 from ..shim.patcher import Patcher
-from .rsplit_outer import TARGET, narrow_predicate, predicate_accepts
+from .shared.rsplit import TARGET, narrow_predicate, predicate_accepts
 
 #: The one reduction type whose partials the split's combine step may add up.
 ADDITIVE = "sum"

@@ -29,17 +29,9 @@ from ..shim.catalogue import About
 from ..shim.fix import Fix, Probe
 from ..shim.patcher import Patcher
 from ..shim.scoped import call_rebound
-from ..shim.stand_in_kernel import (
-    CORE_COUNT,
-    PROBE_CORES,
-    StandInBinary,
-    launched_grids,
-    stand_in_binary,
-    stand_in_result,
-)
+from ..shim.stand_in_kernel import CORE_COUNT, PROBE_CORES
+from .shared.launcher import NODES_KEY, TARGET, launched_grid
 
-TARGET = "NPUTritonCompileResult.make_launcher"
-NODES_KEY = "npu_num_x_nodes"
 PARTIAL_KEY = "npu_rsplit_partial"
 
 
@@ -78,19 +70,6 @@ def build_launcher(wrapped: Callable[..., Any], instance: Any, args: tuple, kwar
     if not launches_one_program(instance.inductor_meta, kernel_arg_names(instance)):
         return wrapped(*args, **kwargs)
     return call_rebound("scalar-reduction-grid", wrapped, {CORE_COUNT: _one_core}, args, kwargs)
-
-
-def reduction_kernel() -> StandInBinary:
-    """A stand-in binary for ``kernel(in_ptr0, out_ptr0, xnumel, r0_numel, XBLOCK, R0_BLOCK)``
-    (the last two constexpr): a full reduction to one value."""
-    return stand_in_binary(["in_ptr0", "out_ptr0", "xnumel", "r0_numel", "XBLOCK", "R0_BLOCK"], [4, 5])
-
-
-def launched_grid(module: types.ModuleType, meta: Mapping[str, Any], xblock: int, xnumel: int) -> list[int]:
-    """The grids the live launcher of :func:`reduction_kernel` (``XBLOCK=xblock``,
-    ``R0_BLOCK=64``, inductor meta ``meta``) asks for on 48 cores, launched with ``xnumel``."""
-    result = stand_in_result(module, reduction_kernel(), {"XBLOCK": xblock, "R0_BLOCK": 64}, meta)
-    return launched_grids(result, {"xnumel": xnumel})
 
 
 def probe(module: types.ModuleType) -> Probe:

@@ -26,20 +26,19 @@
 from __future__ import annotations
 
 import ast
-import contextlib
 import types
-from collections.abc import Iterator, Mapping
+from collections.abc import Mapping
 from typing import Any
 
 from ..shim.catalogue import About
 from ..shim.fix import Fix, Probe, one_line
+from .shared.codegen_kernel import cpu_kernel
 
 TARGET = "NPUTritonKernel.indexing"
 UPGRADE = "upgrade torch_npu to a build at or after 95c9094da (2026-08-10) or the published 2.13.0 wheel"
 SYMPTOM = "Triton-Ascend 'expected offsets to be non-negative' for some slice_scatter"
 #: The mask the blend's ``ops.masked`` puts on the load (any ``tmp`` CSE name).
 MASK = "tmp3"
-X_LENGTH = 64
 
 
 def _floor_div(a: int, b: int) -> int:
@@ -80,25 +79,6 @@ def offset_at(index_str: str, lanes: Mapping[str, int]) -> int | None:
     except Exception:  # noqa: BLE001 - an index we cannot evaluate is not judged
         return None
     return value if isinstance(value, int) else None
-
-
-@contextlib.contextmanager
-def cpu_kernel(module: types.ModuleType, x_length: int = X_LENGTH) -> Iterator[tuple[Any, Any]]:
-    """A real ``NPUTritonKernel`` with one x range, under a fresh CPU ``GraphLowering`` and
-    set as the current kernel; yields ``(kernel, x0)``. Nothing global is changed."""
-    import sympy
-    import torch
-    from torch._inductor.codegen.simd_kernel_features import SIMDKernelFeatures
-    from torch._inductor.graph import GraphLowering
-    from torch._inductor.virtualized import V
-
-    graph = GraphLowering(torch.fx.symbolic_trace(torch.nn.Identity()))
-    with V.set_graph_handler(graph):
-        features = SIMDKernelFeatures([], sympy.Integer(x_length), sympy.Integer(1))
-        kernel = module.NPUTritonKernel({"x": sympy.Integer(x_length)}, features=features)
-        with V.set_kernel_handler(kernel):
-            x0 = kernel.range_trees[0].lookup(sympy.Integer(1), sympy.Integer(x_length)).symbol()
-            yield kernel, x0
 
 
 def blend_indexes(x0: Any) -> dict[str, Any]:

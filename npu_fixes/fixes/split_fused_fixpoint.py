@@ -29,7 +29,7 @@ from typing import Any
 from ..shim.catalogue import EVERY_COMMIT, WHEEL, About
 from ..shim.fix import Fix, Probe
 from ..shim.patcher import Patcher
-from .slice_scatter_offset import cpu_kernel
+from .shared.codegen_kernel import cpu_kernel
 
 TARGET = "NPUTritonKernel._maybe_split_fused_axes"
 #: Rounds after upstream's first one (the wheel allows six in all).

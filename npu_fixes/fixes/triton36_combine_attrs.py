@@ -26,7 +26,7 @@ from ..shim.catalogue import EVERY_COMMIT, WHEEL, About
 from ..shim.fix import Fix, Probe, one_line
 from ..shim.patcher import Patcher
 from ..shim.scoped import call_rebound, importing, scoped_method
-from .triton36_launcher import knobs_generation
+from .shared.triton_generation import knobs_generation
 
 TARGET = "NPUTritonScheduling._npu_emit_rsplit_combine"
 SOURCE = "triton.compiler.compiler"

@@ -37,26 +37,14 @@ from ..shim.fix import Fix, Probe, one_line
 from ..shim.patcher import Patcher
 from ..shim.scoped import call_rebound, importing
 from ..shim.stand_in_kernel import stand_in_result
-from .scalar_reduction_grid import TARGET, reduction_kernel
+from .shared.launcher import TARGET, reduction_kernel
+from .shared.triton_generation import knobs_generation
 
 HOOKS = ("launch_enter_hook", "launch_exit_hook")
 #: Where ``make_launcher`` imports the Triton-generation switch from, and its name.
 SWITCH_MODULE, SWITCH = "torch._inductor.utils", "triton_version_uses_attrs_dict"
 #: Held while a kernel class carries the hooks we lent it.
 _LENDING = threading.RLock()
-
-
-def knobs_generation() -> bool:
-    """Whether the installed Triton is of the 3.6 generation: launch hooks in
-    ``triton.knobs.runtime`` and no ``AttrsDescriptor`` (3.2.x has the class, no knobs)."""
-    try:
-        from triton import knobs
-    except ImportError:
-        return False
-    import triton.backends.compiler as backends
-    import triton.compiler.compiler as compiler
-
-    return hasattr(knobs, "runtime") and not any(hasattr(m, "AttrsDescriptor") for m in (backends, compiler))
 
 
 #: The builtins of the scoped copy: its import of the switch answers False.

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from npu_fixes.fixes.control_deps_lowering import entry_to_keep, keep_entry
+from npu_fixes.fixes.shared.registration import entry_to_keep, keep_entry
 from npu_fixes.shim.patcher import Patcher
 from tests.conftest import run_at_states
 from tests.genuine_states import BEYOND, COMMITS

@@ -9,7 +9,7 @@ from types import SimpleNamespace as NS
 import pytest
 
 from npu_fixes.fixes.rsplit_epilogue import kernel_allows_split, linear_epilogue
-from npu_fixes.fixes.rsplit_outer import pointwise_node
+from npu_fixes.fixes.shared.rsplit import pointwise_node
 from tests.fixes.test_rsplit_nested_range import STATES, battery_runs
 from tests.genuine_states import BEYOND, COMMITS, UNFIXED
 

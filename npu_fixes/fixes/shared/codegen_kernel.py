@@ -1,0 +1,30 @@
+"""A CPU codegen kernel: a real ``NPUTritonKernel`` built without an NPU, to ask its live
+methods about indexes (slice-scatter-offset, split-fused-fixpoint)."""
+
+from __future__ import annotations
+
+import contextlib
+import types
+from collections.abc import Iterator
+from typing import Any
+
+X_LENGTH = 64
+
+
+@contextlib.contextmanager
+def cpu_kernel(module: types.ModuleType, x_length: int = X_LENGTH) -> Iterator[tuple[Any, Any]]:
+    """A real ``NPUTritonKernel`` with one x range, under a fresh CPU ``GraphLowering`` and
+    set as the current kernel; yields ``(kernel, x0)``. Nothing global is changed."""
+    import sympy
+    import torch
+    from torch._inductor.codegen.simd_kernel_features import SIMDKernelFeatures
+    from torch._inductor.graph import GraphLowering
+    from torch._inductor.virtualized import V
+
+    graph = GraphLowering(torch.fx.symbolic_trace(torch.nn.Identity()))
+    with V.set_graph_handler(graph):
+        features = SIMDKernelFeatures([], sympy.Integer(x_length), sympy.Integer(1))
+        kernel = module.NPUTritonKernel({"x": sympy.Integer(x_length)}, features=features)
+        with V.set_kernel_handler(kernel):
+            x0 = kernel.range_trees[0].lookup(sympy.Integer(1), sympy.Integer(x_length)).symbol()
+            yield kernel, x0

@@ -1,0 +1,55 @@
+"""The promoted-reduction rewrite: run the live ``_npu_apply_promoted_rtree_lines`` on one
+line, and edit kernel-body lines after it (permuted-full-reduction, promoted-rtree-shape)."""
+
+from __future__ import annotations
+
+import inspect
+import types
+from collections.abc import Callable, Sequence
+from typing import Any
+
+TARGET = "_npu_apply_promoted_rtree_lines"
+
+
+def spliced(line: str, edits: Sequence[tuple[int, int, str]]) -> str | None:
+    """``line`` with each ``(start, end, text)`` edit made, columns counted in the line
+    without its indent (as ``ast`` gives them); None where there is no edit."""
+    if not edits:
+        return None
+    stripped = line.lstrip()
+    code = stripped.encode()  # the offsets count UTF-8 bytes
+    for start, end, text in sorted(edits, reverse=True):
+        code = code[:start] + text.encode() + code[end:]
+    return line[:len(line) - len(stripped)] + code.decode()
+
+
+def rewrite_body(kernel: Any, rewrite: Callable[[str], str | None]) -> None:
+    """Replace each line of ``kernel.body._lines`` (plain lines and Inductor's deferred lines
+    alike) by ``rewrite(line)`` where that is not None."""
+    lines = kernel.body._lines
+    for i, raw in enumerate(lines):
+        text = raw if isinstance(raw, str) else getattr(raw, "line", None)
+        new = rewrite(text) if isinstance(text, str) else None
+        if new is not None:
+            lines[i] = new if isinstance(raw, str) else raw._new_line(new)
+
+
+def promoted_rewrite(module: types.ModuleType, line: str, combined_mask: str, collapsed_shape: str,
+                     collapsed_dim: int, post_resize: str, r_slots: Sequence[int],
+                     slot_tokens: Sequence[str], leaves: Sequence[str] = ()) -> str:
+    """What the live function makes of ``line`` in a body of its own for one promoted tree
+    (reduction slots ``r_slots``, each slot's block extent in ``slot_tokens``, free nodes
+    ``leaves``), called with the arguments its caller gives it (the parameters each state
+    has)."""
+    func = getattr(module, TARGET)
+    body = types.SimpleNamespace(body=types.SimpleNamespace(_lines=[line]),
+                                 _reduction_loop_passes_for_prefix=lambda prefix: ())  # the wheel asks
+    params = inspect.signature(func).parameters
+    optional = {"leaf_names": list(leaves),
+                "real_sizes": ["1" if s in r_slots else t for s, t in enumerate(slot_tokens)],
+                "slot_block_tokens": list(slot_tokens)}
+    blocks = [f"{leaf}_blk" for leaf in leaves]
+    func(body, "r0_", [], blocks, [], combined_mask, collapsed_shape, collapsed_dim, post_resize,
+         list(r_slots), len(slot_tokens), **{k: v for k, v in optional.items() if k in params})
+    (out,) = [raw if isinstance(raw, str) else raw.line for raw in body.body._lines]
+    return out.strip()
