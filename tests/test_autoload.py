@@ -172,15 +172,25 @@ def test_cli_autoload_in_a_site_dir_is_enabled(tmp_path, monkeypatch, capsys):
     assert capsys.readouterr().out == f"autoload enabled: {tmp_path / _autoload.PTH_NAME}\n"
 
 
-@pytest.mark.parametrize("text", ["import os\n", "", "garbage \x00\n"])
+@pytest.mark.parametrize("text", ["import os\n", "", "garbage \x00\n", "{line}import os\n", "{cut}"])
 def test_cli_autoload_status_reads_what_the_file_holds(tmp_path, monkeypatch, capsys, text):
-    """A file of the autoload's name that does not hold its line is not called enabled."""
+    """A file of the autoload's name that does not hold its line (alone, whole) is not
+    called enabled."""
     from npu_fixes.tools.cli import main
 
     monkeypatch.setattr(site, "getsitepackages", lambda: [str(tmp_path)])
     path = tmp_path / _autoload.PTH_NAME
-    path.write_text(text)
+    line = _autoload.pth_text(path)
+    path.write_text(text.format(line=line, cut=line[:-5]))
     assert not _autoload.is_enabled(tmp_path)
     assert main(["autoload", "status", "--site-dir", str(tmp_path)]) == 0
     assert capsys.readouterr().out.startswith(f"autoload NOT enabled: {path} does not hold")
     assert main(["autoload", "enable", "--site-dir", str(tmp_path)]) == 0 and _autoload.is_enabled(tmp_path)
+
+
+def test_autoload_line_for_another_spelling_of_the_path_is_enabled(tmp_path):
+    """The line names its file's path in its warning; another spelling of that path (a
+    symlinked or relative site dir) is still the autoload's line."""
+    path = _autoload.enable(tmp_path)
+    path.write_text(path.read_text().replace(str(tmp_path), f"{tmp_path}/../{tmp_path.name}"))
+    assert _autoload.is_enabled(tmp_path)

@@ -148,10 +148,12 @@ def disable(directory: str | os.PathLike[str] | None = None) -> bool:
 
 
 def is_enabled(directory: str | os.PathLike[str] | None = None) -> bool:
-    """Whether the ``.pth`` file is there and holds the line :func:`enable` writes (see
-    :func:`is_site_dir`: whether it is read)."""
-    path = pth_path(directory)
+    """Whether the ``.pth`` file is there and holds the line :func:`enable` writes, for
+    whatever spelling of its path (see :func:`is_site_dir`: whether it is read)."""
+    mark = "NPU_FIXES_PTH_PATH"  # stands for the path: written verbatim, whatever the quoting
+    head, _, tail = pth_text(Path(mark)).partition(mark)
     try:
-        return path.read_text() == pth_text(path)
+        text = pth_path(directory).read_text()
     except (OSError, UnicodeDecodeError):
         return False
+    return text.startswith(head) and text.endswith(tail) and "\n" not in text[len(head):-len(tail)]
