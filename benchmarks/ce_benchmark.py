@@ -15,7 +15,7 @@ over 15 rounds of each round's ratio to PyTorch's round beside it. ``--baseline 
 an earlier implementation (a module with ``parallel_cross_entropy``, e.g. a copy of an earlier
 version) to the fixed sweep.
 
-    python benchmarks/ce_benchmark.py --out benchmarks/results/h200 [--baseline MODULE]
+    python benchmarks/ce_benchmark.py --out benchmarks/results/<date>_<commit>_<machine> [--baseline MODULE]
     python benchmarks/ce_benchmark.py --out /tmp/tune --tune   # block/warps grid only
 """
 

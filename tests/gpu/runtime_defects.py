@@ -13,7 +13,7 @@ c. rng-capture-gate: ``torch.compile(mode="reduce-overhead")`` of a DeBERTa-like
    stock Inductor's lowering table: is the graph captured, and do losses, dropout masks and
    gradients equal eager bit for bit? The same without the gate, for comparison.
 
-    python -m tests.gpu.runtime_defects --out benchmarks/results/h200/runtime_defects.txt
+    python -m tests.gpu.runtime_defects --out benchmarks/results/<date>_<commit>_<machine>/runtime_defects.txt
 
 Prints one table per part, after the machine, GPU, torch and triton versions, writes the
 text to ``--out`` and exits 1 if an expectation fails. The checks take a ``device``, so
