@@ -117,18 +117,20 @@ class CommBytes:
     """Bytes each rank contributes to ``torch.distributed``'s all-gather and all-reduce calls,
     per collective, counted while ``counting`` is open."""
 
-    SENT = {"all_gather_into_tensor": 1, "all_gather": 1, "all_reduce": 0}  # the sent tensor's position
+    #: The sent tensor's position and keyword in each collective's signature.
+    SENT = {"all_gather_into_tensor": (1, "input_tensor"), "all_gather": (1, "tensor"),
+            "all_reduce": (0, "tensor")}
 
     def __init__(self) -> None:
         self.total = dict.fromkeys(self.SENT, 0)
         self.active = False
-        for name, pos in self.SENT.items():
-            setattr(dist, name, self._counted(name, pos, getattr(dist, name)))
+        for name, (pos, keyword) in self.SENT.items():
+            setattr(dist, name, self._counted(name, pos, keyword, getattr(dist, name)))
 
-    def _counted(self, name: str, pos: int, fn: Any) -> Any:
+    def _counted(self, name: str, pos: int, keyword: str, fn: Any) -> Any:
         def call(*args: Any, **kwargs: Any) -> Any:
             if self.active:
-                sent = args[pos] if len(args) > pos else next(iter(kwargs.values()))
+                sent = args[pos] if len(args) > pos else kwargs[keyword]
                 self.total[name] += sent.numel() * sent.element_size()
             return fn(*args, **kwargs)
 
