@@ -49,6 +49,7 @@ MODULES = (
     "split_fused_fixpoint",
     "promoted_rtree_shape",
     "partial_view_fold",
+    "downcast_workspace",
     "te_parallel_ce",
 )
 

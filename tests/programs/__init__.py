@@ -160,12 +160,13 @@ def with_npu_fixes(name: str, codegen, battery) -> dict:
     import npu_fixes
 
     fix = npu_fixes.registry().fixes[name]
-    first = fix.probe(codegen)
+    probed = sys.modules.get(fix.module, codegen)  # the fix's own module, host-loaded
+    first = fix.probe(probed)
     result = {"probe_before": [first.defective, first.detail], "before": battery()}
     del os.environ["NPU_FIXES"]
     npu_fixes.apply()
     result["state"] = {r.name: r.state.value for r in npu_fixes.status()}[name]
     result["after"] = battery()
-    result["probe_after"] = fix.probe(codegen).defective
-    result["undone"] = npu_fixes.undo() > 0 and fix.probe(codegen).defective
+    result["probe_after"] = fix.probe(probed).defective
+    result["undone"] = npu_fixes.undo() > 0 and fix.probe(probed).defective
     return result
