@@ -16,7 +16,7 @@ import sys
 #: The accuracy models a seed symptom or a defect beyond the five shows on, on CPU.
 MODELS = ("DistilBertForMaskedLM", "DistilBertForMaskedLM_4x512", "fastNLP_seq_len", "BatchNormTagger",
           "RunningLossTagger", "PositionGainTagger", "MaskDropoutTagger", "MinPoolClassifier",
-          "FeatureMajorTagger")
+          "FeatureMajorTagger", "LengthClassifier")
 
 
 def run(location: str, models: list[str], iterations: int, with_fixes: bool) -> dict[str, str]:

@@ -132,6 +132,23 @@ def test_interpret_shows_rsplit_nested_range_at_model_level(genuine, where, fixe
     assert ("rsplit-nested-range" in record["fixes"]) is (fixes == "all")
 
 
+@model_level
+@pytest.mark.parametrize("where, fixes, passed", [
+    ("bafc50684", "all", True), ("bafc50684", "all-but-downcast-workspace", False), ("2.13.0", "none", False),
+])
+def test_interpret_shows_downcast_workspace_at_model_level(genuine, where, fixes, passed):
+    """One step of a classifier that reads its sentences' lengths, ``words.ne(0).sum(-1)`` over
+    4 x 4096 words: an int64 row sum that the newest public state and the published wheel split
+    across 40 cores, whose partials are lost at the int32 boundary unless downcast-workspace
+    keeps them (the garbage lengths reach the loss and every gradient)."""
+    proc, record = interpreted_run(genuine, where, fixes, "LengthClassifier")
+    assert proc.returncode == (0 if passed else 1), proc.stdout + proc.stderr
+    assert record["passed"] is passed and record["error"] is None
+    if not passed:
+        assert record["failure"]["iteration"] == 1, record
+    assert ("downcast-workspace" in record["fixes"]) is (fixes == "all")
+
+
 #: The reason rng-capture-gate gives a graph it keeps out of NPU graph capture, and upstream's.
 OUR_GATE, UPSTREAM_GATE = "(npu_fixes rng-capture-gate)", "has no graph-safe seed/offset ABI"
 

@@ -229,6 +229,38 @@ def _running_loss_tagger(device: Any, seed: int) -> tuple[Any, dict[str, Any]]:
     return RunningLossTagger().to(device), _tagging(device, seed, tags)
 
 
+def _length_classifier(device: Any, seed: int) -> tuple[Any, dict[str, Any]]:
+    """A sentence classifier that reads its words' max-pooled features and its length, the
+    number of words that are not padding (``words.ne(0).sum(-1)``, as fastNLP_Bert counts
+    them), over 4 sentences of 4096 words: an int64 sum per sentence that the backend splits
+    across cores."""
+    import torch
+    from torch import nn
+
+    torch.manual_seed(seed)
+    hidden, classes, words = 16, 8, 4096
+
+    class LengthClassifier(nn.Module):
+        def __init__(self) -> None:
+            super().__init__()
+            self.embed = nn.Embedding(VOCAB, hidden, padding_idx=0)
+            self.classifier = nn.Linear(hidden + 1, classes)
+
+        def forward(self, words: Any, target: Any) -> dict:
+            seq_len = words.ne(0).sum(-1)
+            pooled = self.embed(words).amax(1)
+            features = torch.cat([pooled, seq_len[:, None].float() / words.shape[1]], -1)
+            logits = self.classifier(features)
+            return {"loss": nn.functional.cross_entropy(logits, target), "seq_len": seq_len, "logits": logits}
+
+    gen = torch.Generator(device=device).manual_seed(seed)
+    ids = torch.randint(5, VOCAB, (4, words), device=device, generator=gen)
+    lengths = torch.randint(words // 2, words, (4, 1), device=device, generator=gen)
+    ids[torch.arange(words, device=device) >= lengths] = 0  # padding after each sentence's end
+    target = torch.randint(0, classes, (4,), device=device, generator=gen)
+    return LengthClassifier().to(device), {"words": ids, "target": target}
+
+
 def _mask_dropout_tagger(device: Any, seed: int) -> tuple[Any, dict[str, Any]]:
     """A tagger whose dropout draws its keep-mask in place with ``bernoulli_``, as the
     DeBERTa models of the reports did (the TorchBench-era ``transformers`` one), rather than
@@ -361,6 +393,7 @@ MODELS: dict[str, Callable[[Any, int], tuple[Any, dict[str, Any]]]] = {
     "BatchNormTagger": _batchnorm_tagger,
     "PositionGainTagger": _position_gain_tagger,
     "RunningLossTagger": _running_loss_tagger,
+    "LengthClassifier": _length_classifier,
     "MaskDropoutTagger": _mask_dropout_tagger,
     "MinPoolClassifier": _min_pool_classifier,
     "DistilBertForMaskedLM_4x512": _distilbert_long,
