@@ -6,23 +6,18 @@ from __future__ import annotations
 import pytest
 import torch
 
-from npu_fixes.fixes.boundary_downcast import (
-    DowncastRangeError,
-    Role,
-    boundary_role,
-    check_enabled,
-    check_fits,
-    is_dense,
-    narrow_like,
-)
+from npu_fixes.fixes.boundary_downcast import DowncastRangeError, check_enabled, check_fits
+from npu_fixes.fixes.shared.narrowing import Role, boundary_role, is_dense, narrow_like
 from tests.conftest import FIXED_UPSTREAM, run_program, wheel_install
-from tests.genuine_states import DEFECTS, PRE_FIX, REFERENCE
+from tests.genuine_states import DEFECTS, PRE_FIX, REFERENCE, sharing_the_target
 
 FIX = "boundary-downcast"
 #: Genuine pre-fix states with this fix's defect.
 DEFECTIVE = tuple(state for state in PRE_FIX if FIX in DEFECTS[state])
 
-OFF = {"NPU_FIXES": "0"}  # armed only by npu_fixes.apply() in the program, after the probe
+#: Armed only by npu_fixes.apply() in the program, after the probe; the other fixes of the same
+#: target switched off, so that the battery judges this fix alone.
+OFF = {"NPU_FIXES": "0", "NPU_FIXES_DISABLE": sharing_the_target(FIX)}
 
 
 @pytest.fixture(scope="module")

@@ -1,0 +1,133 @@
+"""downcast-strides: an int64/fp64 view with gaps keeps its strides across the int32 boundary.
+
+- **Defect**: the launcher's boundary wrapper narrows an int64/fp64 argument with
+  ``src.to(torch.int32)`` (or ``float32``). For a view with gaps (``idx[1::2]``, a column
+  ``x[:, 1]``, a slice of an embedding bag's offsets) that returns a contiguous copy, while the
+  kernel indexes it with the view's strides, compiled in: it reads the wrong elements, and past
+  the end of the copy. ``idx[1::2] * 2`` comes back wrong (or the read leaves the buffer), with
+  no error. Dense layouts (contiguous or permuted) keep their strides and are right.
+- **Where**: ``npu_triton_heuristics._wrap_launcher_with_downcast``.
+- **Probe**: does a launcher wrapped by the live function see an int64 ``in_ptr0`` that is
+  every other element of a tensor (stride 2) with other strides than the view's?
+- **Fix**: the launcher the wrapper returns is wrapped once more: before each launch, every
+  wide argument that is a view with gaps or a broadcast is narrowed here, into a narrow tensor
+  with the view's strides over the memory span it covers (holding its values unless it is a
+  pure output), so the wrapped function finds it narrow already and passes it through; the
+  written ones (``out_ptr*``, ``in_out_ptr*``, mutated) are copied back after the launch, in
+  argument order. Dense arguments are left to the wrapped function. This fix comes before
+  boundary-downcast in the list: where boundary-downcast rebuilds the whole wrapper (the
+  states before 5ff81d9c5), its rebuild keeps strides itself and this layer below it is not
+  called.
+"""
+
+from __future__ import annotations
+
+import inspect
+import types
+from collections.abc import Callable, Collection, Mapping
+from typing import Any
+
+from ..shim.catalogue import EVERYWHERE, NOT_FIXED, About
+from ..shim.fix import Fix, Probe
+from ..shim.patcher import Patcher
+from ..shim.scoped import with_globals
+from .shared.narrowing import COPIED_ATTRS, Role, boundary_role, is_dense, narrow_like
+
+TARGET = "_wrap_launcher_with_downcast"
+
+
+def keep_strides(
+    module: types.ModuleType,
+    narrowing: Callable[..., Any],
+    def_args: Collection[str],
+    downcast_args: Mapping[str, str],
+    mutated_arg_names: Collection[str],
+) -> Callable[..., Any]:
+    """``narrowing`` (the launcher the backend's wrapper returned) preceded by the narrowing of
+    every wide argument that is not dense, with its strides kept."""
+    import torch
+
+    dtype_map = module._DTYPE_DOWNCAST_MAP
+    plan = [(i, *dtype_map[downcast_args[name]], boundary_role(name, mutated_arg_names))
+            for i, name in enumerate(def_args)
+            if name in downcast_args and downcast_args[name] in dtype_map]
+    if not plan:
+        return narrowing
+    n_def = len(def_args)
+    Tensor = torch.Tensor
+
+    def strided_launcher(*args: Any, stream: Any = None, **kwargs: Any) -> Any:
+        if len(args) < n_def:
+            return narrowing(*args, stream=stream, **kwargs)
+        new_args, writebacks = None, []
+        for i, wide, narrow, role in plan:
+            a = args[i]
+            if isinstance(a, Tensor) and a.dtype == wide and not is_dense(a):
+                new_args = new_args or list(args)
+                new_args[i] = tmp = narrow_like(a, narrow, keep_values=role is not Role.OUTPUT)
+                if role is not Role.INPUT:
+                    writebacks.append((a, tmp))
+        if new_args is None:
+            return narrowing(*args, stream=stream, **kwargs)
+        result = narrowing(*new_args, stream=stream, **kwargs)
+        for original, tmp in writebacks:
+            original.copy_(tmp)
+        return result
+
+    for attr in COPIED_ATTRS:
+        if hasattr(narrowing, attr):
+            setattr(strided_launcher, attr, getattr(narrowing, attr))
+    return strided_launcher
+
+
+def probe(module: types.ModuleType) -> Probe:
+    """Wrap a recording launcher with the live function (a plain cast in place of the module's
+    memoised one) and launch it on every other element of an int64 tensor."""
+    import torch
+
+    seen: list[tuple[tuple[int, ...], list[int]]] = []
+
+    def launcher(in_ptr0: Any, xnumel: int, stream: Any = None) -> None:
+        seen.append((tuple(in_ptr0.stride()), in_ptr0.tolist()))
+
+    launcher._npu_def_args = ["in_ptr0", "xnumel"]  # type: ignore[attr-defined]
+    view = torch.arange(16)[::2]
+    wrap = with_globals(inspect.getattr_static(module, TARGET),
+                        {"_memoized_downcast": lambda src, dtype: src.to(dtype)})
+    wrap(launcher, {"in_ptr0": "*i64"}, [])(view, 8, stream=None)
+    if seen != [((2,), view.tolist())]:
+        return Probe(True, f"an int64 view of stride 2 reached the kernel, compiled for stride 2, as {seen}")
+    return Probe(False, "an int64 view of stride 2 reaches the kernel with its strides")
+
+
+def install(module: types.ModuleType, patcher: Patcher) -> None:
+    def restrided(wrapped: Callable[..., Any], instance: Any, args: tuple, kwargs: dict) -> Any:
+        def bind(launcher: Any, downcast_args: Mapping[str, str], mutated_arg_names: Collection[str]) -> Any:
+            narrowing = wrapped(launcher, downcast_args, mutated_arg_names)
+            def_args = getattr(launcher, "_npu_def_args", None)
+            if narrowing is launcher or not def_args:
+                return narrowing
+            return keep_strides(module, narrowing, def_args, downcast_args, mutated_arg_names)
+
+        return bind(*args, **kwargs)
+
+    patcher.wrap_path(module, TARGET, restrided)
+
+
+FIX = Fix(
+    name="downcast-strides",
+    about=About(
+        symptom=(
+            "silently wrong results from int64 or float64 views with gaps (`idx[1::2] * 2`, a column "
+            "`x[:, 1]`): the kernel reads a contiguous copy with the view's strides"
+        ),
+        present=EVERYWHERE,
+        fixed_in=NOT_FIXED,
+        workaround="make such views contiguous before compiled code reads them (`idx[1::2].contiguous()`)",
+    ),
+    module="torch_npu._inductor.triton_experimental.npu_triton_heuristics",
+    targets=(TARGET,),
+    probe=probe,
+    install=install,
+    signatures={TARGET: ("launcher", "downcast_args", "mutated_arg_names")},
+)

@@ -1,0 +1,64 @@
+"""How an argument crosses the int32 boundary of the backend's launchers: its role, and a
+narrow copy that keeps the strides the kernel was compiled for."""
+
+from __future__ import annotations
+
+import enum
+from collections.abc import Collection
+from typing import Any
+
+#: The attributes the backend's downcast wrapper copies from a launcher to its wrapper.
+COPIED_ATTRS = (
+    "config", "runnable", "n_regs", "n_spills", "shared", "store_cubin",
+    "fn", "bin", "def_args", "call_args", "_npu_def_args", "cache_hash",
+)
+
+
+class Role(str, enum.Enum):
+    """How one downcast argument crosses the boundary."""
+
+    OUTPUT = "output"  # empty narrow temporary, copied back after the launch
+    IN_OUT = "in-out"  # narrow copy of the input, copied back after the launch
+    INPUT = "input"  # memoised narrow copy, nothing copied back
+
+
+def boundary_role(name: str, mutated_arg_names: Collection[str]) -> Role:
+    """The role of kernel argument ``name``: written arguments whose input the kernel may
+    read (``in_out_ptr*`` or mutated) must keep their contents; ``out_ptr*`` need not."""
+    if name.startswith("in_out_ptr") or name in mutated_arg_names:
+        return Role.IN_OUT
+    if name.startswith("out_ptr"):
+        return Role.OUTPUT
+    return Role.INPUT
+
+
+def is_dense(tensor: Any) -> bool:
+    """Whether ``tensor``'s elements fill its memory span without gaps (contiguous or
+    permuted), i.e. ``to``/``empty_like`` keep its strides."""
+    if tensor.is_contiguous():
+        return True
+    pairs = zip(tensor.shape, tensor.stride(), strict=True)
+    span = 1 + sum((size - 1) * abs(stride) for size, stride in pairs)
+    return tensor.numel() == 0 or span == tensor.numel()
+
+
+def narrow_like(tensor: Any, narrow: Any, keep_values: bool) -> Any:
+    """A ``narrow``-dtype tensor with ``tensor``'s sizes and strides (the kernel was compiled
+    for those strides), holding ``tensor``'s values when ``keep_values``.
+
+    Dense layouts (contiguous or permuted) go through ``to``/``empty_like``, which keep
+    them. Any other view, one with gaps (``x[:, ::2]``) or a broadcast one (stride 0,
+    ``x.expand(...)``), gets the memory span it covers cast as a whole and viewed with the
+    same strides, where ``to`` would make it contiguous (and ``copy_`` into a broadcast
+    twin would refuse its overlapping elements).
+    """
+    import torch
+
+    if is_dense(tensor):
+        return tensor.to(narrow) if keep_values else torch.empty_like(tensor, dtype=narrow)
+    span = 1 + sum((size - 1) * stride for size, stride in zip(tensor.shape, tensor.stride(), strict=True))
+    if keep_values:
+        flat = tensor.as_strided((span,), (1,), tensor.storage_offset()).to(narrow)
+    else:
+        flat = torch.empty(span, dtype=narrow, device=tensor.device)
+    return flat.as_strided(tensor.size(), tensor.stride())
