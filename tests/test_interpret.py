@@ -21,6 +21,7 @@ from npu_fixes.tools.interpret import (
     interpreter_fast_paths,
     language_modules,
 )
+from tests.conftest import run_program, wheel_install
 
 #: triton-ascend's libdevice and extension module as kernels see them on the interpreter device.
 libdevice = language_modules()["triton.language.extra.cann"].libdevice
@@ -279,6 +280,37 @@ def test_programs_run_in_row_major_order_or_shuffled():
         assert out.item() == expected[-1]  # the program the seeded order ran last
         lasts.add(out.item())
     assert len(lasts) > 1  # the order does change between seeds
+
+
+@triton.jit
+def _row_max(x_ptr, out_ptr, KEEP_NAN: tl.constexpr):
+    x = tl.load(x_ptr + tl.arange(0, 8))
+    if KEEP_NAN:  # triton-ascend's keyword, which stock Triton's tl.max lacks
+        tl.store(out_ptr, tl.max(x, 0, propagate_nan=True))
+    else:
+        tl.store(out_ptr, tl.max(x, 0))
+
+
+def test_max_reductions_keep_nan_where_asked():
+    """``tl.max(..., propagate_nan=True)`` keeps a NaN of its row, as triton-ascend does; a
+    plain ``tl.max`` drops it (``maxnum``, as the stock interpreter's ``np.nanmax`` does), and
+    a later plain one in the same launch is not changed by an earlier NaN-keeping one."""
+    x = torch.tensor([1.0, float("nan"), 3.0, 2.0, 0.0, -1.0, 5.0, 4.0])
+    out = torch.zeros(1)
+    interpret(_row_max.fn, (1, 1, 1), {"x_ptr": x, "out_ptr": out, "KEEP_NAN": True})
+    assert torch.isnan(out).item()
+    interpret(_row_max.fn, (1, 1, 1), {"x_ptr": x, "out_ptr": out, "KEEP_NAN": False})
+    assert out.item() == 5.0
+    interpret(_row_max.fn, (1, 1, 1), {"x_ptr": torch.arange(8.0), "out_ptr": out, "KEEP_NAN": True})
+    assert out.item() == 7.0
+
+
+def test_nan_of_max_and_min_reductions_is_judged_through_the_wheel():
+    """Through the 2.13.0 wheel's backend (its ``max2`` asks ``tl.max`` to propagate NaN, its
+    ``min2`` reduces with a NaN-keeping minimum), rows holding a NaN reduce to NaN, as in
+    eager: the harness judges NaN results of max and min reductions."""
+    res = run_program("interpret", "nan_reductions", env={"NPU_FIXES": "0"}, location=str(wheel_install("2.13.0")))
+    assert res == {"amax": True, "amin": True, "max-of-all": True}, res
 
 
 def test_any_block_length_and_programs_with_work():

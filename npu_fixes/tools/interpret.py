@@ -539,10 +539,48 @@ def _bounds_checked(builder: Any, kwargs: dict[str, Any], name: str, busy: set[t
 
 
 #: Keywords that triton-ascend's language functions take and stock Triton's lack, by the
-#: function's module and name: dropped here (the interpreter's reductions propagate NaN
-#: anyway). Any other keyword a function lacks fails as on the device: triton-ascend's
-#: ``tl.min`` has no ``propagate_nan``.
+#: function's module and name: taken here. ``tl.max(..., propagate_nan=...)`` keeps a NaN of
+#: its row where the value asks for it, as on the device (stock Triton's interpreter reduces
+#: ``tl.max`` with ``np.nanmax``, which drops NaN, as ``maxnum`` does without the keyword).
+#: Any other keyword a function lacks fails as on the device: triton-ascend's ``tl.min`` has
+#: no ``propagate_nan``.
 _ASCEND_KEYWORDS = {("triton.language.standard", "max"): ("propagate_nan",)}
+
+
+def _ascend_keywords(interpreter: Any) -> list[Any]:
+    """Patches that take :data:`_ASCEND_KEYWORDS` at every call of an interpreted function
+    (made after the fast paths' own patch of those calls, which they then call): the
+    keywords are dropped, and inside a ``tl.max`` asked to propagate NaN a max reduction keeps
+    NaN (``np.max``)."""
+    import inspect
+
+    import numpy as np
+    import triton.language as tl
+
+    keeping = [0]  # depth of the tl.max calls asked to propagate NaN
+    function_class, reduce_ops = interpreter.InterpretedFunction, interpreter.ReduceOps
+    call, apply_impl = function_class.__call__, reduce_ops.apply_impl
+
+    def taking(self: Any, *args: Any, **kw: Any) -> Any:
+        keeps_nan = False
+        for extra in _ASCEND_KEYWORDS.get((self.fn.__module__, self.fn.__name__), ()):
+            if extra not in inspect.signature(self.fn).parameters:
+                keeps_nan = bool(kw.pop(extra, False))
+        if not keeps_nan:
+            return call(self, *args, **kw)
+        keeping[0] += 1
+        try:
+            return call(self, *args, **kw)
+        finally:
+            keeping[0] -= 1
+
+    def nan_keeping(self: Any, input: Any) -> Any:
+        if keeping[0] and self.combine_fn == tl.standard._elementwise_max:
+            return self.min_max(input[0], val_reduce_op=np.max, idx_reduce_op=None)
+        return apply_impl(self, input)
+
+    return [mock.patch.object(function_class, "__call__", taking),
+            mock.patch.object(reduce_ops, "apply_impl", nan_keeping)]
 
 
 def interpret(function: Callable[..., Any], grid: tuple[int, int, int], kwargs: dict[str, Any],
@@ -551,7 +589,6 @@ def interpret(function: Callable[..., Any], grid: tuple[int, int, int], kwargs: 
     programs in row-major order or shuffled by ``order``; nested JIT helpers are
     interpreted too while it runs, and every load and store is bounds-checked. Returns how
     many programs read or wrote an element."""
-    import inspect
 
     from triton.runtime import interpreter
     from triton.runtime.jit import JITFunction
@@ -560,9 +597,6 @@ def interpret(function: Callable[..., Any], grid: tuple[int, int, int], kwargs: 
     interpreted = functools.cache(interpreter.InterpretedFunction)
 
     def nested(self: Any, *args: Any, **kw: Any) -> Any:  # a JIT helper made for compiled kernels
-        for extra in _ASCEND_KEYWORDS.get((self.fn.__module__, self.fn.__name__), ()):
-            if extra not in inspect.signature(self.fn).parameters:
-                kw.pop(extra, None)
         return interpreted(self.fn)(*args, **kw)  # a device call (interpreter_fast_paths)
 
     patch_tensor = interpreter._patch_lang_tensor
@@ -582,6 +616,8 @@ def interpret(function: Callable[..., Any], grid: tuple[int, int, int], kwargs: 
         stack.enter_context(mock.patch.object(JITFunction, "__call__", nested))
         stack.enter_context(mock.patch.object(interpreter, "_patch_lang_tensor", index_by_item))
         stack.enter_context(interpreter_fast_paths())
+        for patch in _ascend_keywords(interpreter):  # after the fast paths: they call theirs
+            stack.enter_context(patch)
         for patch in (*_any_block_shape(), *_bounds_checked(builder, kwargs, function.__name__, busy)):
             stack.enter_context(patch)
         if order is not None:
