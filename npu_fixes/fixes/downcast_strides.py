@@ -14,10 +14,11 @@
   with the view's strides over the memory span it covers (holding its values unless it is a
   pure output), so the wrapped function finds it narrow already and passes it through; the
   written ones (``out_ptr*``, ``in_out_ptr*``, mutated) are copied back after the launch, in
-  argument order. Dense arguments are left to the wrapped function. This fix comes before
-  boundary-downcast in the list: where boundary-downcast rebuilds the whole wrapper (the
-  states before 5ff81d9c5), its rebuild keeps strides itself and this layer below it is not
-  called.
+  argument order. Dense arguments are left to the wrapped function; the layer costs one layout
+  check per wide argument per launch, and only launchers with wide arguments get it. This fix
+  comes before boundary-downcast in the list: where boundary-downcast rebuilds the whole
+  wrapper (the states before 5ff81d9c5), its rebuild keeps strides itself and this layer
+  below it is not called.
 """
 
 from __future__ import annotations
