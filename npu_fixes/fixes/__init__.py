@@ -53,6 +53,7 @@ MODULES = (
     "promoted_rtree_shape",
     "partial_view_fold",
     "downcast_workspace",
+    "view_lowerings",
     "te_parallel_ce",
 )
 

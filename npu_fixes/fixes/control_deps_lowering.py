@@ -54,7 +54,7 @@ def probe(module: types.ModuleType) -> Probe:
 
 
 def install(module: types.ModuleType, patcher: Patcher) -> None:
-    keep_through_registration(module, patcher, control_deps_op(), INDUCTOR_LOWERING)
+    keep_through_registration(module, patcher, {control_deps_op(): INDUCTOR_LOWERING})
 
 
 FIX = Fix(

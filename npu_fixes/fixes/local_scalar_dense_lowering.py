@@ -38,7 +38,7 @@ def probe(module: types.ModuleType) -> Probe:
 
 
 def install(module: types.ModuleType, patcher: Patcher) -> None:
-    keep_through_registration(module, patcher, scalar_op(), "_local_scalar_dense")
+    keep_through_registration(module, patcher, {scalar_op(): "_local_scalar_dense"})
 
 
 FIX = Fix(

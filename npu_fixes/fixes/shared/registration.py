@@ -1,12 +1,12 @@
 """Fallback registration: probe whether the backend's fallback registration replaces an op's
 own lowering in Inductor's ``lowerings`` table, and keep that lowering through each run of
-the registration (control-deps-lowering, local-scalar-dense-lowering)."""
+the registration (control-deps-lowering, local-scalar-dense-lowering, view-lowerings)."""
 
 from __future__ import annotations
 
 import inspect
 import types
-from collections.abc import Callable, MutableMapping
+from collections.abc import Callable, Mapping, MutableMapping
 from typing import Any
 
 from ...shim.fix import Probe
@@ -91,20 +91,23 @@ def registration_probe(module: types.ModuleType, op: Any, label: str, consequenc
     return Probe(True, f"the registration replaces {label} lowering with a generic fallback: {consequence}")
 
 
-def keep_through_registration(module: types.ModuleType, patcher: Patcher, op: Any, own: str) -> None:
-    """Wrap the registration so that ``op``'s entry survives each run of it; where it ran
-    before (``op`` in its ``FALLBACK_LIST``), put Inductor's lowering called ``own`` back."""
+def keep_through_registration(module: types.ModuleType, patcher: Patcher, ops: Mapping[Any, str]) -> None:
+    """Wrap the registration so that each op's entry of ``ops`` survives each run of it; where
+    it ran before (the op in its ``FALLBACK_LIST``), put back Inductor's lowering that ``ops``
+    names for the op."""
     def after_register(wrapped: Callable[..., Any], instance: Any, args: tuple, kwargs: dict) -> Any:
         table = wrapped.__globals__["lowerings"]  # the table this registration fills
-        before = table.get(op)
+        before = {op: table.get(op) for op in ops}
         result = wrapped(*args, **kwargs)
-        keep_entry(table, op, before, patcher if table is vars(module).get("lowerings") else None)
+        for op, entry in before.items():
+            keep_entry(table, op, entry, patcher if table is vars(module).get("lowerings") else None)
         return result
 
     patcher.wrap_path(module, REGISTER, after_register)
-    if op in module.FALLBACK_LIST:  # registered before npu_fixes was armed
-        lowering = inductor_lowering(own)
-        if lowering is None:
-            raise RuntimeError(f"torch._inductor.lowering has no {own} to put back")
-        if module.lowerings.get(op) is not lowering:
-            patcher.set_item(module.lowerings, op, lowering)
+    for op, own in ops.items():
+        if op in module.FALLBACK_LIST:  # registered before npu_fixes was armed
+            lowering = inductor_lowering(own)
+            if lowering is None:
+                raise RuntimeError(f"torch._inductor.lowering has no {own} to put back")
+            if module.lowerings.get(op) is not lowering:
+                patcher.set_item(module.lowerings, op, lowering)
