@@ -42,7 +42,14 @@ from ..shim.catalogue import About
 from ..shim.fix import Fix, Probe
 from ..shim.patcher import Patcher
 from ..shim.scoped import with_globals
-from .shared.narrowing import COPIED_ATTRS, Role, boundary_role, is_dense, narrow_like
+from .shared.narrowing import (
+    Role,
+    boundary_plan,
+    is_dense,
+    launch_and_write_back,
+    narrow_like,
+    with_launcher_attrs,
+)
 
 TARGET = "_wrap_launcher_with_downcast"
 ENV_CHECK = switches.CHECK_DOWNCAST
@@ -107,12 +114,7 @@ def wrap_launcher(
     def_args = getattr(launcher, "_npu_def_args", None)
     if not def_args:
         return launcher
-    dtype_map = module._DTYPE_DOWNCAST_MAP
-    plan = [
-        (i, name, *dtype_map[downcast_args[name]], boundary_role(name, mutated_arg_names))
-        for i, name in enumerate(def_args)
-        if name in downcast_args and downcast_args[name] in dtype_map
-    ]
+    plan = boundary_plan(module._DTYPE_DOWNCAST_MAP, def_args, downcast_args, mutated_arg_names)
     if not plan:
         return launcher
 
@@ -150,17 +152,9 @@ def wrap_launcher(
                     new_args = new_args or list(args)
                     dense_memo = memo is not None and is_dense(a)
                     new_args[i] = memo(a, narrow) if dense_memo else narrow_like(a, narrow, keep_values=True)
-        if new_args is None:
-            return launcher(*args, stream=stream, **kwargs)
-        result = launcher(*new_args, stream=stream, **kwargs)
-        for original, tmp in writebacks:
-            original.copy_(tmp)
-        return result
+        return launch_and_write_back(launcher, args, new_args, writebacks, stream, kwargs)
 
-    for attr in COPIED_ATTRS:
-        if hasattr(launcher, attr):
-            setattr(narrowing_launcher, attr, getattr(launcher, attr))
-    return narrowing_launcher
+    return with_launcher_attrs(narrowing_launcher, launcher)
 
 
 def probe(module: types.ModuleType) -> Probe:

@@ -32,7 +32,14 @@ from ..shim.catalogue import EVERYWHERE, NOT_FIXED, About
 from ..shim.fix import Fix, Probe
 from ..shim.patcher import Patcher
 from ..shim.scoped import with_globals
-from .shared.narrowing import COPIED_ATTRS, Role, boundary_role, is_dense, narrow_like
+from .shared.narrowing import (
+    Role,
+    boundary_plan,
+    is_dense,
+    launch_and_write_back,
+    narrow_like,
+    with_launcher_attrs,
+)
 
 TARGET = "_wrap_launcher_with_downcast"
 
@@ -48,10 +55,7 @@ def keep_strides(
     every wide argument that is not dense, with its strides kept."""
     import torch
 
-    dtype_map = module._DTYPE_DOWNCAST_MAP
-    plan = [(i, *dtype_map[downcast_args[name]], boundary_role(name, mutated_arg_names))
-            for i, name in enumerate(def_args)
-            if name in downcast_args and downcast_args[name] in dtype_map]
+    plan = boundary_plan(module._DTYPE_DOWNCAST_MAP, def_args, downcast_args, mutated_arg_names)
     if not plan:
         return narrowing
     n_def = len(def_args)
@@ -61,24 +65,16 @@ def keep_strides(
         if len(args) < n_def:
             return narrowing(*args, stream=stream, **kwargs)
         new_args, writebacks = None, []
-        for i, wide, narrow, role in plan:
+        for i, _, wide, narrow, role in plan:
             a = args[i]
             if isinstance(a, Tensor) and a.dtype == wide and not is_dense(a):
                 new_args = new_args or list(args)
                 new_args[i] = tmp = narrow_like(a, narrow, keep_values=role is not Role.OUTPUT)
                 if role is not Role.INPUT:
                     writebacks.append((a, tmp))
-        if new_args is None:
-            return narrowing(*args, stream=stream, **kwargs)
-        result = narrowing(*new_args, stream=stream, **kwargs)
-        for original, tmp in writebacks:
-            original.copy_(tmp)
-        return result
+        return launch_and_write_back(narrowing, args, new_args, writebacks, stream, kwargs)
 
-    for attr in COPIED_ATTRS:
-        if hasattr(narrowing, attr):
-            setattr(strided_launcher, attr, getattr(narrowing, attr))
-    return strided_launcher
+    return with_launcher_attrs(strided_launcher, narrowing)
 
 
 def probe(module: types.ModuleType) -> Probe:

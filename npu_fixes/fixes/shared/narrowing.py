@@ -4,7 +4,7 @@ narrow copy that keeps the strides the kernel was compiled for."""
 from __future__ import annotations
 
 import enum
-from collections.abc import Collection
+from collections.abc import Callable, Collection, Mapping, Sequence
 from typing import Any
 
 #: The attributes the backend's downcast wrapper copies from a launcher to its wrapper.
@@ -62,3 +62,33 @@ def narrow_like(tensor: Any, narrow: Any, keep_values: bool) -> Any:
     else:
         flat = torch.empty(span, dtype=narrow, device=tensor.device)
     return flat.as_strided(tensor.size(), tensor.stride())
+
+
+def boundary_plan(dtype_map: Mapping[str, tuple[Any, Any]], def_args: Sequence[str],
+                  downcast_args: Mapping[str, str],
+                  mutated_arg_names: Collection[str]) -> list[tuple[int, str, Any, Any, Role]]:
+    """``(position, name, wide dtype, narrow dtype, role)`` of each argument of ``def_args``
+    that ``downcast_args`` narrows (``dtype_map``: the backend's ``_DTYPE_DOWNCAST_MAP``)."""
+    return [(i, name, *dtype_map[downcast_args[name]], boundary_role(name, mutated_arg_names))
+            for i, name in enumerate(def_args)
+            if name in downcast_args and downcast_args[name] in dtype_map]
+
+
+def launch_and_write_back(launcher: Callable[..., Any], args: tuple, new_args: list[Any] | None,
+                          writebacks: list[tuple[Any, Any]], stream: Any, kwargs: dict) -> Any:
+    """Launch with ``new_args`` (``args`` where nothing was narrowed), then copy each narrowed
+    written argument back into its original, in argument order."""
+    if new_args is None:
+        return launcher(*args, stream=stream, **kwargs)
+    result = launcher(*new_args, stream=stream, **kwargs)
+    for original, tmp in writebacks:
+        original.copy_(tmp)
+    return result
+
+
+def with_launcher_attrs(wrapper: Callable[..., Any], launcher: Callable[..., Any]) -> Callable[..., Any]:
+    """``wrapper`` given the attributes of ``launcher`` that the backend's wrapper copies."""
+    for attr in COPIED_ATTRS:
+        if hasattr(launcher, attr):
+            setattr(wrapper, attr, getattr(launcher, attr))
+    return wrapper
