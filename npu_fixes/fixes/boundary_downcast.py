@@ -32,7 +32,6 @@
 
 from __future__ import annotations
 
-import inspect
 import types
 from collections.abc import Callable, Collection, Mapping
 from typing import Any
@@ -41,13 +40,13 @@ from ..shim import switches
 from ..shim.catalogue import About
 from ..shim.fix import Fix, Probe
 from ..shim.patcher import Patcher
-from ..shim.scoped import with_globals
 from .shared.narrowing import (
     Role,
     boundary_plan,
     is_dense,
     launch_and_write_back,
     narrow_like,
+    probe_wrapper,
     with_launcher_attrs,
 )
 
@@ -170,8 +169,7 @@ def probe(module: types.ModuleType) -> Probe:
 
     launcher._npu_def_args = ["in_out_ptr0", "xnumel"]  # type: ignore[attr-defined]
     buffer = torch.full((4,), 474, dtype=torch.int64)
-    wrap = with_globals(inspect.getattr_static(module, TARGET),
-                        {"_memoized_downcast": lambda src, dtype: src.to(dtype)})
+    wrap = probe_wrapper(module, TARGET)
     wrap(launcher, {"in_out_ptr0": "*i64"}, ["in_out_ptr0"])(buffer, 4, stream=None)
     after = buffer.tolist()
     if seen != [[474] * 4] or after != [474] * 4:

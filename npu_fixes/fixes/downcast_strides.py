@@ -23,7 +23,6 @@
 
 from __future__ import annotations
 
-import inspect
 import types
 from collections.abc import Callable, Collection, Mapping
 from typing import Any
@@ -31,13 +30,13 @@ from typing import Any
 from ..shim.catalogue import EVERYWHERE, NOT_FIXED, About
 from ..shim.fix import Fix, Probe
 from ..shim.patcher import Patcher
-from ..shim.scoped import with_globals
 from .shared.narrowing import (
     Role,
     boundary_plan,
     is_dense,
     launch_and_write_back,
     narrow_like,
+    probe_wrapper,
     with_launcher_attrs,
 )
 
@@ -89,8 +88,7 @@ def probe(module: types.ModuleType) -> Probe:
 
     launcher._npu_def_args = ["in_ptr0", "xnumel"]  # type: ignore[attr-defined]
     view = torch.arange(16)[::2]
-    wrap = with_globals(inspect.getattr_static(module, TARGET),
-                        {"_memoized_downcast": lambda src, dtype: src.to(dtype)})
+    wrap = probe_wrapper(module, TARGET)
     wrap(launcher, {"in_ptr0": "*i64"}, [])(view, 8, stream=None)
     if seen != [((2,), view.tolist())]:
         return Probe(True, f"an int64 view of stride 2 reached the kernel, compiled for stride 2, as {seen}")

@@ -24,7 +24,6 @@
 
 from __future__ import annotations
 
-import inspect
 import types
 from collections.abc import Callable, Collection, Mapping
 from typing import Any
@@ -32,7 +31,7 @@ from typing import Any
 from ..shim.catalogue import EVERYWHERE, NOT_FIXED, About
 from ..shim.fix import Fix, Probe
 from ..shim.patcher import Patcher
-from ..shim.scoped import with_globals
+from .shared.narrowing import probe_wrapper
 
 TARGET = "_wrap_launcher_with_downcast"
 WORKSPACE = "ws_ptr"
@@ -56,8 +55,7 @@ def probe(module: types.ModuleType) -> Probe:
 
     launcher._npu_def_args = [WORKSPACE, "xnumel"]  # type: ignore[attr-defined]
     workspace = torch.zeros(16, dtype=torch.int64)[::2]
-    wrap = with_globals(inspect.getattr_static(module, TARGET),
-                        {"_memoized_downcast": lambda src, dtype: src.to(dtype)})
+    wrap = probe_wrapper(module, TARGET)
     wrap(launcher, {WORKSPACE: "*i64"}, [])(workspace, 8, stream=None)
     if workspace.tolist() != [7] * 8:
         return Probe(True, f"the kernel's writes into an int64 {WORKSPACE} narrowed to *i32 did not "

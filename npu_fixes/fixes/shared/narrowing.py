@@ -7,6 +7,8 @@ import enum
 from collections.abc import Callable, Collection, Mapping, Sequence
 from typing import Any
 
+from ...shim.scoped import with_globals
+
 #: The attributes the backend's downcast wrapper copies from a launcher to its wrapper.
 COPIED_ATTRS = (
     "config", "runnable", "n_regs", "n_spills", "shared", "store_cubin",
@@ -92,3 +94,13 @@ def with_launcher_attrs(wrapper: Callable[..., Any], launcher: Callable[..., Any
         if hasattr(launcher, attr):
             setattr(wrapper, attr, getattr(launcher, attr))
     return wrapper
+
+
+def probe_wrapper(module: Any, target: str) -> Callable[..., Any]:
+    """A private copy of the live downcast wrapper ``target`` of ``module`` (its wrappers
+    kept) with a plain cast in place of the module's memoised one: a probe touches no
+    module cache."""
+    import inspect
+
+    return with_globals(inspect.getattr_static(module, target),
+                        {"_memoized_downcast": lambda src, dtype: src.to(dtype)})
