@@ -1,8 +1,9 @@
-"""The ``npu-fixes`` command: ``list``, ``status``, ``audit``, ``autoload`` and ``accuracy``."""
+"""The ``npu-fixes`` command: ``list``, ``status``, ``audit``, ``autoload``, ``accuracy`` and ``sweep``."""
 
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import importlib
 import json
 import os
@@ -198,6 +199,59 @@ def cmd_accuracy(args: argparse.Namespace) -> int:
     return EXIT_OK if all(r.passed for r in results) else EXIT_BROKEN
 
 
+def cmd_sweep(args: argparse.Namespace) -> int:
+    from . import accuracy, corpus, sweep
+
+    if args.show:
+        try:
+            print(corpus.script(corpus.sample(args.show)), end="")
+        except ValueError as exc:
+            print(f"npu-fixes sweep: {exc}", file=sys.stderr)
+            return EXIT_USAGE
+        return EXIT_OK
+    problems = [f"{flag} must be at least {low}" for flag, value, low in
+                (("--jobs", args.jobs, 1), ("--timeout", args.timeout, 1), ("--per-op", args.per_op, 0),
+                 ("--programs", args.programs, 0)) if value is not None and value < low]
+    if problems:
+        print(f"npu-fixes sweep: {'; '.join(problems)}", file=sys.stderr)
+        return EXIT_USAGE
+    base = corpus.CI if args.corpus == "ci" else corpus.FULL
+    selection = dataclasses.replace(
+        base, **{k: v for k, v in (("per_op", args.per_op), ("programs", args.programs)) if v is not None},
+        ops=tuple(o.strip() for o in args.ops.split(",") if o.strip()) if args.ops else base.ops)
+    try:
+        location = args.torch_npu or _installed_torch_npu()
+        if args.samples:
+            ids = [i.strip() for i in args.samples.split(",") if i.strip()]
+            for sample_id in ids:
+                corpus.sample(sample_id, selection)
+        else:
+            ids = corpus.ids(selection)
+        if args.ops and not any(i.startswith("opinfo:") for i in ids):
+            raise ValueError(f"--ops {args.ops}: no OpInfo op of that name takes the corpus' dtypes on CPU")
+        from . import host
+
+        host.load(location)  # a path that holds no torch_npu stops here, not in every worker
+    except (accuracy.SetupError, ValueError, host.NotTorchNpu) as exc:
+        print(f"npu-fixes sweep: {exc}", file=sys.stderr)
+        return EXIT_USAGE
+    bar = accuracy.Progress(len(ids) * 2)
+    bar.label = f"{len(ids)} samples x as built, with npu_fixes"
+
+    def progress(done: int, total: int) -> None:
+        bar.done = done
+        bar.draw()
+
+    report = sweep.sweep(str(location), ids, selection, args.jobs or os.cpu_count() or 1, args.timeout,
+                         progress=progress)
+    bar.close()
+    if args.json:
+        print(json.dumps(report.as_dict(), indent=2))
+    else:
+        print(sweep.summary(report))
+    return EXIT_BROKEN if report.silent() or report.regressions() else EXIT_OK
+
+
 def _interpret_conflict(args: argparse.Namespace) -> str | None:
     """Why the accuracy arguments do not go together, or None."""
     if not args.interpret:
@@ -263,12 +317,28 @@ def build_parser() -> argparse.ArgumentParser:
     acc.add_argument("--shuffle", type=int, metavar="SEED",
                      help="with --interpret: run each launch's programs in an order drawn from SEED")
     acc.set_defaults(func=cmd_accuracy)
+    swp = sub.add_parser("sweep", help="compile a corpus of ops and programs through a torch_npu's backend on "
+                         "CPU and compare with eager, as built and with npu_fixes")
+    swp.add_argument("--torch-npu", metavar="PATH", help="install dir, source tree or .whl "
+                     "(default: the installed torch_npu)")
+    swp.add_argument("--corpus", choices=("full", "ci"), default="full",
+                     help="the whole corpus, or the part CI runs (default: full)")
+    swp.add_argument("--per-op", type=int, metavar="N", help="OpInfo samples per op and dtype")
+    swp.add_argument("--programs", type=int, metavar="N", help="how many generated programs")
+    swp.add_argument("--ops", metavar="NAMES", help="only these OpInfo ops (comma-separated)")
+    swp.add_argument("--samples", metavar="IDS", help="only these sample ids (comma-separated)")
+    swp.add_argument("--show", metavar="ID", help="print sample ID as a program that compares compiled and eager")
+    swp.add_argument("--jobs", type=int, metavar="N", help="worker processes (default: one per core)")
+    swp.add_argument("--timeout", type=float, default=300.0, metavar="S",
+                     help="seconds one sample may take (default 300)")
+    swp.add_argument("--json", action="store_true", help="print JSON: counts and every sample's record")
+    swp.set_defaults(func=cmd_sweep)
     return parser
 
 
 def main(argv: Sequence[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
-    if args.command == "audit" or getattr(args, "interpret", False):  # host-loaded, never imported for real
+    if args.command in ("audit", "sweep") or getattr(args, "interpret", False):  # host-loaded, never imported for real
         os.environ.setdefault("TORCH_DEVICE_BACKEND_AUTOLOAD", "0")
     return int(args.func(args))
 

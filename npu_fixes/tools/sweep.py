@@ -1,0 +1,417 @@
+"""``npu-fixes sweep``: the differential corpus (:mod:`.corpus`) compiled through a
+torch_npu's backend on CPU, kernels in Triton's interpreter, compared with eager, as built
+and with npu_fixes, sample by sample.
+
+Worker processes (one per core) each host-load the backend once and run a chunk of
+samples as built or with npu_fixes, printing one JSON line per sample; a worker that
+dies or stops answering costs only its sample (outcome ``run-time error``), the rest of
+its chunk goes to a fresh one. Each compiled sample runs twice: programs in row-major
+order, then in reverse, so that a result that depends on the order shows.
+
+Outcomes (:data:`OUTCOMES`): ``pass``; ``no-kernel`` (equal, but only fallbacks ran: the
+backend generated nothing to judge); ``wrong``; ``out-of-bounds`` (a kernel read or wrote
+outside its buffers: silent on a device); ``compile-error``; ``run-time-error``;
+``harness-limit`` (what Triton's interpreter cannot run or judge, :data:`HARNESS_LIMITS`);
+``skipped`` (eager itself fails or is not deterministic: no reference).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import math
+import os
+import re
+import select
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+from collections import Counter
+from collections.abc import Callable, Sequence
+from typing import Any
+
+from . import corpus
+
+OUTCOMES = ("pass", "no-kernel", "wrong", "out-of-bounds", "compile-error", "run-time-error",
+            "harness-limit", "skipped")
+#: Outcomes that are silent on a device: a wrong value, read or written where nothing is.
+SILENT = frozenset({"wrong", "out-of-bounds"})
+#: Outcomes that fail (``no-kernel`` and ``skipped`` judge nothing, ``harness-limit`` names why).
+FAILING = frozenset({"wrong", "out-of-bounds", "compile-error", "run-time-error"})
+CONFIGS = ("built", "fixed")
+TOLERANCE = {"float32": (1e-4, 1e-4), "bfloat16": (1.6e-2, 1e-2)}
+#: A bfloat16 result within this many times its tolerance is the interpreter's rounding.
+BF16_ROUNDING_SPAN = 8
+
+
+@dataclasses.dataclass(frozen=True)
+class HarnessLimit:
+    """What Triton's interpreter on CPU cannot run or judge: an error it raises where a
+    device would not (``pattern`` matched against the innermost error), and why."""
+
+    name: str
+    pattern: str
+    reason: str
+
+
+HARNESS_LIMITS = (
+    HarnessLimit("bool-scalar", r"primitive_bitwidth \(1 bits\) for triton type int1",
+                 "the interpreter refuses a 0-dim bool passed by value (a device takes it)"),
+    HarnessLimit("bf16-rounding", r"^bf16-rounding$",
+                 f"the interpreter casts to bfloat16 by truncation, a device rounds to nearest: a "
+                 f"bfloat16 result within {BF16_ROUNDING_SPAN} times bfloat16's tolerance is not judged"),
+)
+
+
+#: The interpreter's refusal of an integer constant its type cannot hold, which a device's
+#: frontend truncates without a word: a wrong kernel, whatever the values it meets.
+UNREPRESENTABLE = r"Python integer -?\d+ out of bounds for u?int(8|16|32)"
+
+
+# --- one sample, in a worker ------------------------------------------------------------------
+
+class ProgramOrder:
+    """The order the interpreter runs a launch's programs in: row-major, or reversed."""
+
+    reverse = False
+
+    def shuffle(self, programs: list) -> None:
+        if self.reverse:
+            programs.reverse()
+
+
+def _fresh(value: Any) -> Any:
+    """A copy of ``value`` with every tensor in a storage of its own, same layout and
+    ``requires_grad``."""
+    import torch
+    from torch.utils._pytree import tree_map
+
+    def copy(t: Any) -> Any:
+        if not isinstance(t, torch.Tensor):
+            return t
+        base = torch.empty(0, dtype=t.dtype)
+        base.set_(t.untyped_storage().clone(), t.storage_offset(), t.size(), t.stride())
+        return base.requires_grad_(t.requires_grad) if t.is_floating_point() or t.is_complex() else base
+
+    return tree_map(copy, value)
+
+
+def _evaluate(s: corpus.Sample, fn: Callable[..., Any]) -> list[Any]:
+    """The leaves of ``fn``'s result on fresh copies of the sample's inputs, then for a
+    backward sample the gradients of a seeded weighted sum of its floating outputs."""
+    import torch
+    from torch.utils._pytree import tree_leaves
+
+    args, kwargs = _fresh(s.args), _fresh(s.kwargs)
+    torch.manual_seed(1234)
+    leaves = tree_leaves(fn(*args, **kwargs))
+    if not s.backward:
+        return [t.detach() if isinstance(t, torch.Tensor) else t for t in leaves]
+    inputs = [a for a in tree_leaves((args, kwargs)) if isinstance(a, torch.Tensor) and a.requires_grad]
+    outs = [o for o in leaves if isinstance(o, torch.Tensor) and o.requires_grad]
+    torch.manual_seed(1)
+    weights = [torch.randn(o.shape, dtype=o.dtype) for o in outs]
+    grads = torch.autograd.grad(sum((o * w).sum() for o, w in zip(outs, weights, strict=True)), inputs,
+                                allow_unused=True) if outs and inputs else ()
+    return [*(t.detach() if isinstance(t, torch.Tensor) else t for t in leaves), *grads]
+
+
+def difference(expected: list[Any], actual: list[Any]) -> tuple[str | None, float]:
+    """Why ``actual`` differs from ``expected`` (None if it does not) and, for a floating
+    difference, how many times its tolerance the worst element is off (inf if not numeric)."""
+    import torch
+
+    if len(expected) != len(actual):
+        return f"{len(actual)} results for {len(expected)}", math.inf
+    worst, why = 0.0, None
+    for i, (e, a) in enumerate(zip(expected, actual, strict=True)):
+        if not isinstance(e, torch.Tensor) or not isinstance(a, torch.Tensor):
+            same = e == a or (isinstance(e, float) and isinstance(a, float) and math.isnan(e) and math.isnan(a))
+            if not same and (isinstance(e, torch.Tensor) or isinstance(a, torch.Tensor) or e != a):
+                return f"result {i}: {a!r} for {e!r}", math.inf
+            continue
+        if e.shape != a.shape or e.dtype != a.dtype:
+            return f"result {i}: {a.dtype}{list(a.shape)} for {e.dtype}{list(e.shape)}", math.inf
+        if not e.is_floating_point():
+            wrong = int((e != a).sum())
+            if wrong:
+                return f"result {i}: {wrong} of {e.numel()} elements differ", math.inf
+            continue
+        rtol, atol = TOLERANCE.get(str(e.dtype).removeprefix("torch."), TOLERANCE["float32"])
+        e64, a64 = e.double(), a.double()
+        nan_mismatch = int((e64.isnan() != a64.isnan()).sum())
+        if nan_mismatch:
+            return f"result {i}: NaN at {nan_mismatch} elements where the other has none", math.inf
+        both = ~e64.isnan()
+        inf_mismatch = int(((e64 != a64) & both & (e64.isinf() | a64.isinf())).sum())
+        if inf_mismatch:
+            return f"result {i}: infinity differs at {inf_mismatch} elements", math.inf
+        finite = both & e64.isfinite()
+        if finite.any():
+            off = ((a64 - e64).abs() / (atol + rtol * e64.abs()))[finite].max().item()
+            if off > 1 and off > worst:
+                worst = off
+                count = int((((a64 - e64).abs() > atol + rtol * e64.abs()) & finite).sum())
+                why = f"result {i}: {count} of {e.numel()} elements off, worst {off:.3g} times the tolerance"
+    return why, worst
+
+
+def _innermost(exc: BaseException) -> BaseException:
+    seen = set()
+    while id(exc) not in seen:
+        seen.add(id(exc))
+        inner = getattr(exc, "inner_exception", None) or exc.__cause__ or exc.__context__
+        if inner is None:
+            break
+        exc = inner
+    return exc
+
+
+def _error_text(exc: BaseException) -> str:
+    lines = [line for line in str(exc).strip().splitlines() if line.strip()]
+    return f"{type(exc).__name__}: {lines[-1].strip() if lines else ''}"[:300]
+
+
+def _limit(text: str) -> HarnessLimit | None:
+    return next((h for h in HARNESS_LIMITS if re.search(h.pattern, text)), None)
+
+
+def _compile_stage(exc: BaseException) -> bool:
+    """Whether ``exc`` stopped the compile (Dynamo, Inductor or the kernel's own frontend)."""
+    from torch._dynamo.exc import BackendCompilerFailed, TorchDynamoException
+
+    inner = _innermost(exc)
+    return isinstance(exc, (BackendCompilerFailed, TorchDynamoException)) or type(exc).__name__ == "InductorError" \
+        or isinstance(inner, (NameError, SyntaxError)) or type(inner).__name__ == "CompilationError"
+
+
+def run_sample(s: corpus.Sample, launches: list, order: ProgramOrder) -> dict[str, Any]:
+    """One sample compiled through the active backend and compared with eager."""
+    import torch
+
+    from .interpret import OutOfBounds
+
+    try:
+        expected = _evaluate(s, s.fn)
+        again = _evaluate(s, s.fn)
+    except Exception as exc:  # noqa: BLE001 - no reference: not part of the corpus here
+        return {"outcome": "skipped", "detail": f"eager fails: {_error_text(exc)}"}
+    if difference(expected, again)[0] is not None:
+        return {"outcome": "skipped", "detail": "eager is not deterministic"}
+    torch._dynamo.reset()
+    first = len(launches)
+    compiled = torch.compile(s.fn, backend="inductor", dynamic=s.dynamic, fullgraph=False)
+    record: dict[str, Any] = {}
+    try:
+        order.reverse = False
+        actual = _evaluate(s, compiled)
+        record["kernels"] = len(launches) - first
+        why, off = difference(expected, actual)
+        if why is None and record["kernels"]:
+            order.reverse = True
+            reversed_ = _evaluate(s, compiled)
+            why, off = difference(expected, reversed_)
+            if why is not None:
+                why = f"programs in reverse order: {why}"
+    except Exception as exc:  # noqa: BLE001 - the outcome
+        inner = _innermost(exc)
+        text = _error_text(inner)
+        record["kernels"] = len(launches) - first
+        record["detail"] = text
+        record["kernel_sources"] = [launch.source for launch in launches[first:][-1:]]
+        limit = _limit(text)
+        if isinstance(inner, OutOfBounds):
+            record["outcome"] = "out-of-bounds"
+        elif re.search(UNREPRESENTABLE, text):  # refused here, truncated by a device's frontend
+            record |= {"outcome": "wrong", "detail": f"a kernel constant its type cannot hold ({text})"}
+        elif limit is not None:
+            record |= {"outcome": "harness-limit", "limit": limit.name}
+        else:
+            record["outcome"] = "compile-error" if _compile_stage(exc) else "run-time-error"
+        return record
+    finally:
+        order.reverse = False
+        torch._dynamo.reset()
+    if why is None:
+        return record | {"outcome": "pass" if record["kernels"] else "no-kernel"}
+    record["detail"] = why
+    if ":bfloat16:" in s.id and off <= BF16_ROUNDING_SPAN:
+        return record | {"outcome": "harness-limit", "limit": "bf16-rounding"}
+    return record | {"outcome": "wrong"}
+
+
+def worker(location: str, with_fixes: bool, ids: Sequence[str], max_numel: int) -> None:
+    """Run ``ids`` through the backend at ``location``, one JSON line per sample on stdout."""
+    import logging
+    import warnings
+
+    import torch
+
+    from . import accuracy, interpret
+
+    warnings.filterwarnings("ignore")
+    logging.getLogger("torch").setLevel(logging.CRITICAL)
+    torch.set_num_threads(1)
+    out = sys.stdout
+    sys.stdout = sys.stderr  # what the compiled code prints is not a result
+    accuracy.configure(None)
+    codegen = accuracy.load_interpreted(location, with_fixes)
+    selection = corpus.Selection(max_numel=max_numel)
+    order = ProgramOrder()
+    with interpret.cpu_device(codegen, order) as launches:
+        for sample_id in ids:
+            started = time.perf_counter()
+            try:
+                s = corpus.sample(sample_id, selection)
+            except Exception as exc:  # noqa: BLE001 - a sample that cannot be drawn here
+                record = {"outcome": "skipped", "detail": f"cannot be built: {_error_text(exc)}"}
+            else:
+                record = run_sample(s, launches, order)
+                del launches[:]
+            record |= {"id": sample_id, "seconds": round(time.perf_counter() - started, 3)}
+            out.write(json.dumps(record) + "\n")
+            out.flush()
+
+
+# --- the sweep ---------------------------------------------------------------------------------
+
+@dataclasses.dataclass
+class Unit:
+    config: str
+    ids: list[str]
+
+
+def _run_unit(unit: Unit, location: str, max_numel: int, timeout: float,
+              done: Callable[[str, str, dict], None]) -> None:
+    """Run ``unit`` in worker processes until every sample has a record."""
+    pending = list(unit.ids)
+    env = dict(os.environ, TORCH_DEVICE_BACKEND_AUTOLOAD="0", OMP_NUM_THREADS="1")
+    if unit.config == "built":
+        env["NPU_FIXES"] = "0"
+    while pending:
+        with tempfile.NamedTemporaryFile("w", suffix=".json", delete=False) as spec:
+            json.dump({"location": location, "with_fixes": unit.config == "fixed", "ids": pending,
+                       "max_numel": max_numel}, spec)
+        proc = subprocess.Popen([sys.executable, "-m", "npu_fixes.tools.sweep", spec.name], env=env,
+                                stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+        errors: list[str] = []
+        drain = threading.Thread(target=lambda: errors.extend(proc.stderr), daemon=True)
+        drain.start()
+        started = time.monotonic()
+        while pending:
+            ready, _, _ = select.select([proc.stdout], [], [], 5.0)
+            if ready:
+                line = proc.stdout.readline()
+                if not line:
+                    break
+                record = json.loads(line)
+                pending.remove(record["id"])
+                done(unit.config, record.pop("id"), record)
+                started = time.monotonic()
+            elif time.monotonic() - started > timeout:
+                proc.kill()
+                break
+        proc.wait()
+        drain.join(timeout=5)
+        os.unlink(spec.name)
+        if pending:  # the worker died or hung on pending[0]
+            stuck = pending.pop(0)
+            why = f"no result within {timeout:.0f} s" if proc.returncode == -9 else \
+                f"the worker exited ({proc.returncode}): {_last_error(errors)}"
+            done(unit.config, stuck, {"outcome": "run-time-error", "detail": why})
+
+
+def _last_error(lines: Sequence[str]) -> str:
+    meaningful = [line.strip() for line in lines if line.strip()]
+    return meaningful[-1][:300] if meaningful else "no message"
+
+
+@dataclasses.dataclass
+class Report:
+    location: str
+    selection: str
+    #: sample id -> config -> record
+    records: dict[str, dict[str, dict]]
+
+    def counts(self, config: str) -> Counter:
+        return Counter(r[config]["outcome"] for r in self.records.values() if config in r)
+
+    def failing(self, config: str = "fixed") -> list[str]:
+        return [i for i, r in self.records.items() if r.get(config, {}).get("outcome") in FAILING]
+
+    def regressions(self) -> list[str]:
+        """Samples that pass as built and fail with npu_fixes."""
+        return [i for i, r in self.records.items()
+                if r.get("built", {}).get("outcome") in ("pass", "no-kernel")
+                and r.get("fixed", {}).get("outcome") not in ("pass", "no-kernel")]
+
+    def silent(self) -> list[str]:
+        return [i for i, r in self.records.items() if r.get("fixed", {}).get("outcome") in SILENT]
+
+    def as_dict(self) -> dict[str, Any]:
+        return {"torch_npu": self.location, "corpus": self.selection, "samples": len(self.records),
+                "counts": {c: dict(self.counts(c)) for c in CONFIGS},
+                "silent_with_npu_fixes": self.silent(), "regressions": self.regressions(),
+                "records": self.records}
+
+
+def sweep(location: str, ids: Sequence[str], selection: corpus.Selection, jobs: int, timeout: float,
+          configs: Sequence[str] = CONFIGS, chunk: int = 200,
+          progress: Callable[[int, int], None] = lambda done, total: None) -> Report:
+    """Every sample of ``ids`` through the backend at ``location`` in each of ``configs``,
+    ``jobs`` workers at a time."""
+    from concurrent.futures import ThreadPoolExecutor
+
+    per_worker = max(1, min(chunk, math.ceil(len(ids) * len(configs) / max(jobs, 1))))
+    units = [Unit(config, list(ids[i:i + per_worker])) for i in range(0, len(ids), per_worker) for config in configs]
+    records: dict[str, dict[str, dict]] = {i: {} for i in ids}
+    lock, total = threading.Lock(), len(ids) * len(configs)
+    finished = [0]
+
+    def done(config: str, sample_id: str, record: dict) -> None:
+        with lock:
+            records[sample_id][config] = record
+            finished[0] += 1
+            progress(finished[0], total)
+
+    with ThreadPoolExecutor(max_workers=jobs) as pool:
+        for future in [pool.submit(_run_unit, u, location, selection.max_numel, timeout, done) for u in units]:
+            future.result()
+    return Report(location, selection.label(), records)
+
+
+def main(argv: Sequence[str]) -> None:
+    """Worker entry: ``python -m npu_fixes.tools.sweep SPEC.json``."""
+    with open(argv[0]) as f:
+        spec = json.load(f)
+    worker(spec["location"], spec["with_fixes"], spec["ids"], spec["max_numel"])
+
+
+if __name__ == "__main__":
+    main(sys.argv[1:])
+
+
+def summary(report: Report) -> str:
+    """The counts per outcome as built and with npu_fixes, then every sample that fails
+    with npu_fixes or passes only as built."""
+    lines = [f"torch_npu at {report.location}", f"corpus: {report.selection}; {len(report.records)} samples", ""]
+    width = max(len(o) for o in OUTCOMES)
+    counts = {c: report.counts(c) for c in CONFIGS}
+    lines.append(f"{'outcome':{width}}  as built  with npu_fixes")
+    lines += [f"{o:{width}}  {counts['built'][o]:8d}  {counts['fixed'][o]:12d}" for o in OUTCOMES]
+    for title, ids in (("passes as built, fails with npu_fixes", report.regressions()),
+                       ("fails with npu_fixes", report.failing())):
+        if ids:
+            lines += ["", f"{title} ({len(ids)}):"]
+            for sample_id in ids:
+                record = report.records[sample_id]["fixed"]
+                lines.append(f"  {sample_id}: {record['outcome']}: {record.get('detail', '')}")
+    limits = Counter(r["fixed"].get("limit") for r in report.records.values() if "limit" in r.get("fixed", {}))
+    if limits:
+        lines += ["", "not judged here (limits of Triton's interpreter on CPU):"]
+        lines += [f"  {name}: {n} samples: {next(h.reason for h in HARNESS_LIMITS if h.name == name)}"
+                  for name, n in limits.most_common()]
+    lines += ["", "npu-fixes sweep --show ID prints a sample as a program."]
+    return "\n".join(lines)
