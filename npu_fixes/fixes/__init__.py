@@ -54,6 +54,7 @@ MODULES = (
     "partial_view_fold",
     "downcast_workspace",
     "view_lowerings",
+    "int64_minmax_identity",
     "te_parallel_ce",
 )
 

@@ -224,7 +224,7 @@ def cmd_sweep(args: argparse.Namespace) -> int:
         if args.samples:
             ids = [i.strip() for i in args.samples.split(",") if i.strip()]
             for sample_id in ids:
-                corpus.sample(sample_id, selection)
+                corpus.sample(sample_id)
         else:
             ids = corpus.ids(selection)
         if args.ops and not any(i.startswith("opinfo:") for i in ids):

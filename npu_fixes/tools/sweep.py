@@ -242,7 +242,7 @@ def run_sample(s: corpus.Sample, launches: list, order: ProgramOrder) -> dict[st
     return record | {"outcome": "wrong"}
 
 
-def worker(location: str, with_fixes: bool, ids: Sequence[str], max_numel: int) -> None:
+def worker(location: str, with_fixes: bool, ids: Sequence[str]) -> None:
     """Run ``ids`` through the backend at ``location``, one JSON line per sample on stdout."""
     import logging
     import warnings
@@ -258,13 +258,12 @@ def worker(location: str, with_fixes: bool, ids: Sequence[str], max_numel: int) 
     sys.stdout = sys.stderr  # what the compiled code prints is not a result
     accuracy.configure(None)
     codegen = accuracy.load_interpreted(location, with_fixes)
-    selection = corpus.Selection(max_numel=max_numel)
     order = ProgramOrder()
     with interpret.cpu_device(codegen, order) as launches:
         for sample_id in ids:
             started = time.perf_counter()
             try:
-                s = corpus.sample(sample_id, selection)
+                s = corpus.sample(sample_id)
             except Exception as exc:  # noqa: BLE001 - a sample that cannot be drawn here
                 record = {"outcome": "skipped", "detail": f"cannot be built: {_error_text(exc)}"}
             else:
@@ -283,7 +282,7 @@ class Unit:
     ids: list[str]
 
 
-def _run_unit(unit: Unit, location: str, max_numel: int, timeout: float,
+def _run_unit(unit: Unit, location: str, timeout: float,
               done: Callable[[str, str, dict], None]) -> None:
     """Run ``unit`` in worker processes until every sample has a record."""
     pending = list(unit.ids)
@@ -292,8 +291,7 @@ def _run_unit(unit: Unit, location: str, max_numel: int, timeout: float,
         env["NPU_FIXES"] = "0"
     while pending:
         with tempfile.NamedTemporaryFile("w", suffix=".json", delete=False) as spec:
-            json.dump({"location": location, "with_fixes": unit.config == "fixed", "ids": pending,
-                       "max_numel": max_numel}, spec)
+            json.dump({"location": location, "with_fixes": unit.config == "fixed", "ids": pending}, spec)
         proc = subprocess.Popen([sys.executable, "-m", "npu_fixes.tools.sweep", spec.name], env=env,
                                 stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
         errors: list[str] = []
@@ -377,7 +375,7 @@ def sweep(location: str, ids: Sequence[str], selection: corpus.Selection, jobs: 
             progress(finished[0], total)
 
     with ThreadPoolExecutor(max_workers=jobs) as pool:
-        for future in [pool.submit(_run_unit, u, location, selection.max_numel, timeout, done) for u in units]:
+        for future in [pool.submit(_run_unit, u, location, timeout, done) for u in units]:
             future.result()
     return Report(location, selection.label(), records)
 
@@ -386,7 +384,7 @@ def main(argv: Sequence[str]) -> None:
     """Worker entry: ``python -m npu_fixes.tools.sweep SPEC.json``."""
     with open(argv[0]) as f:
         spec = json.load(f)
-    worker(spec["location"], spec["with_fixes"], spec["ids"], spec["max_numel"])
+    worker(spec["location"], spec["with_fixes"], spec["ids"])
 
 
 if __name__ == "__main__":

@@ -28,3 +28,30 @@ def cpu_kernel(module: types.ModuleType, x_length: int = X_LENGTH) -> Iterator[t
         with V.set_kernel_handler(kernel):
             x0 = kernel.range_trees[0].lookup(sympy.Integer(1), sympy.Integer(x_length)).symbol()
             yield kernel, x0
+
+
+@contextlib.contextmanager
+def cpu_reduction_kernel(module: types.ModuleType, length: int = X_LENGTH) -> Iterator[Any]:
+    """A real ``NPUTritonKernel`` with an x range and a looped r0 range of ``length`` each,
+    under a fresh CPU ``GraphLowering`` and set as the current kernel. Nothing global is
+    changed."""
+    import sympy
+    import torch
+    from torch._inductor.codegen.simd_kernel_features import SIMDKernelFeatures
+    from torch._inductor.graph import GraphLowering
+    from torch._inductor.virtualized import V
+
+    graph = GraphLowering(torch.fx.symbolic_trace(torch.nn.Identity()))
+    graph.current_device = torch.device("cpu")
+    with V.set_graph_handler(graph):
+        features = SIMDKernelFeatures([], sympy.Integer(length), sympy.Integer(length))
+        kernel = module.NPUTritonKernel({"x": sympy.Integer(length), "r0_": sympy.Integer(length)},
+                                        features=features)
+        with V.set_kernel_handler(kernel):
+            yield kernel
+
+
+def emitted(kernel: Any) -> str:
+    """Everything ``kernel`` has emitted so far, its buffers joined."""
+    buffers = ("indexing_code", "loads", "compute", "stores", "body", "post_loop_combine", "post_loop_store")
+    return "\n".join(getattr(kernel, name).getvalue() for name in buffers if hasattr(kernel, name))
