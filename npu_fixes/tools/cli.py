@@ -200,7 +200,7 @@ def cmd_accuracy(args: argparse.Namespace) -> int:
 
 
 def cmd_sweep(args: argparse.Namespace) -> int:
-    from . import accuracy, corpus, sweep
+    from . import accuracy, corpus, host, sweep
 
     if args.show:
         try:
@@ -229,8 +229,6 @@ def cmd_sweep(args: argparse.Namespace) -> int:
             ids = corpus.ids(selection)
         if args.ops and not any(i.startswith("opinfo:") for i in ids):
             raise ValueError(f"--ops {args.ops}: no OpInfo op of that name takes the corpus' dtypes on CPU")
-        from . import host
-
         host.load(location)  # a path that holds no torch_npu stops here, not in every worker
     except (accuracy.SetupError, ValueError, host.NotTorchNpu) as exc:
         print(f"npu-fixes sweep: {exc}", file=sys.stderr)
@@ -242,7 +240,8 @@ def cmd_sweep(args: argparse.Namespace) -> int:
         bar.done = done
         bar.draw()
 
-    report = sweep.sweep(str(location), ids, selection, args.jobs or os.cpu_count() or 1, args.timeout,
+    label = f"the samples given ({len(ids)})" if args.samples else selection.label()
+    report = sweep.sweep(str(location), ids, label, args.jobs or os.cpu_count() or 1, args.timeout,
                          progress=progress)
     bar.close()
     if args.json:

@@ -32,7 +32,7 @@ from collections import Counter
 from collections.abc import Callable, Sequence
 from typing import Any
 
-from . import corpus
+from . import corpus, triage
 
 OUTCOMES = ("pass", "no-kernel", "wrong", "out-of-bounds", "compile-error", "run-time-error",
             "harness-limit", "skipped")
@@ -345,6 +345,10 @@ class Report:
                 if r.get("built", {}).get("outcome") in ("pass", "no-kernel")
                 and r.get("fixed", {}).get("outcome") not in ("pass", "no-kernel")]
 
+    def unexplained(self) -> list[str]:
+        """Samples failing with npu_fixes that no class of :mod:`.triage` explains."""
+        return [i for i in self.failing() if triage.classify(self.records[i]["fixed"]) is None]
+
     def silent(self) -> list[str]:
         return [i for i, r in self.records.items() if r.get("fixed", {}).get("outcome") in SILENT]
 
@@ -352,14 +356,17 @@ class Report:
         return {"torch_npu": self.location, "corpus": self.selection, "samples": len(self.records),
                 "counts": {c: dict(self.counts(c)) for c in CONFIGS},
                 "silent_with_npu_fixes": self.silent(), "regressions": self.regressions(),
+                "unexplained": self.unexplained(),
+                "classes": {i: getattr(triage.classify(self.records[i]["fixed"]), "name", None)
+                            for i in self.failing()},
                 "records": self.records}
 
 
-def sweep(location: str, ids: Sequence[str], selection: corpus.Selection, jobs: int, timeout: float,
+def sweep(location: str, ids: Sequence[str], label: str, jobs: int, timeout: float,
           configs: Sequence[str] = CONFIGS, chunk: int = 200,
           progress: Callable[[int, int], None] = lambda done, total: None) -> Report:
-    """Every sample of ``ids`` through the backend at ``location`` in each of ``configs``,
-    ``jobs`` workers at a time."""
+    """Every sample of ``ids`` (a corpus described by ``label``) through the backend at
+    ``location`` in each of ``configs``, ``jobs`` workers at a time."""
     from concurrent.futures import ThreadPoolExecutor
 
     per_worker = max(1, min(chunk, math.ceil(len(ids) * len(configs) / max(jobs, 1))))
@@ -377,7 +384,7 @@ def sweep(location: str, ids: Sequence[str], selection: corpus.Selection, jobs: 
     with ThreadPoolExecutor(max_workers=jobs) as pool:
         for future in [pool.submit(_run_unit, u, location, timeout, done) for u in units]:
             future.result()
-    return Report(location, selection.label(), records)
+    return Report(location, label, records)
 
 
 def main(argv: Sequence[str]) -> None:
@@ -405,7 +412,13 @@ def summary(report: Report) -> str:
             lines += ["", f"{title} ({len(ids)}):"]
             for sample_id in ids:
                 record = report.records[sample_id]["fixed"]
-                lines.append(f"  {sample_id}: {record['outcome']}: {record.get('detail', '')}")
+                known = triage.classify(record)
+                lines.append(f"  {sample_id}: {record['outcome']} [{known.name if known else 'UNEXPLAINED'}]: "
+                             f"{record.get('detail', '')}")
+    classes = {triage.classify(report.records[i]["fixed"]) for i in report.failing()} - {None}
+    if classes:
+        lines += ["", "known classes:"]
+        lines += [f"  {c.name}: {c.verdict}" for c in sorted(classes, key=lambda c: c.name)]
     limits = Counter(r["fixed"].get("limit") for r in report.records.values() if "limit" in r.get("fixed", {}))
     if limits:
         lines += ["", "not judged here (limits of Triton's interpreter on CPU):"]

@@ -1,0 +1,83 @@
+"""``npu-fixes sweep`` (npu_fixes/tools/sweep.py): the comparison, the command's errors, and
+the part of the corpus CI runs through the first and last genuine states and the 2.13.0
+wheel, as built and with npu_fixes, sample by sample."""
+
+from __future__ import annotations
+
+import json
+import math
+
+import pytest
+import torch
+
+from npu_fixes.tools import sweep
+from tests.conftest import cli, wheel_install
+
+
+def test_difference_judges_values_nan_and_integers():
+    x = torch.tensor([1.0, 2.0, float("nan")])
+    assert sweep.difference([x], [x.clone()]) == (None, 0.0)
+    why, _ = sweep.difference([x], [torch.tensor([1.0, 2.0, 3.0])])
+    assert "NaN at 1 elements" in why
+    why, off = sweep.difference([x], [x + torch.tensor([0.0, 1.0, 0.0])])
+    assert "1 of 3 elements off" in why and off > 1000
+    assert sweep.difference([x], [x + 1e-6])[0] is None
+    why, off = sweep.difference([torch.arange(4)], [torch.tensor([0, 1, 2, -1])])
+    assert "1 of 4 elements differ" in why and math.isinf(off)
+    assert "int32" in sweep.difference([torch.arange(4)], [torch.arange(4, dtype=torch.int32)])[0]
+
+
+def test_reverse_order_reverses_the_programs():
+    order, programs = sweep.ProgramOrder(), [1, 2, 3]
+    order.shuffle(programs)
+    assert programs == [1, 2, 3]
+    order.reverse = True
+    order.shuffle(programs)
+    assert programs == [3, 2, 1]
+
+
+def test_bad_input_is_named(tmp_path):
+    bad = cli("sweep", "--torch-npu", str(tmp_path), "--samples", "gen:1")
+    assert bad.returncode == 2 and "npu-fixes sweep:" in bad.stderr
+    unknown = cli("sweep", "--torch-npu", str(tmp_path), "--samples", "gen:zero")
+    assert unknown.returncode == 2 and "'gen:zero' is no sample id" in unknown.stderr
+    jobs = cli("sweep", "--jobs", "0")
+    assert jobs.returncode == 2 and "--jobs must be at least 1" in jobs.stderr
+    shown = cli("sweep", "--show", "gen:4")
+    assert shown.returncode == 0 and "def program(x):" in shown.stdout
+
+
+CI_STATES = ("8bfbb9ed1", "bafc50684", "2.13.0")
+
+
+@pytest.fixture(scope="module")
+def reports(genuine) -> dict[str, dict]:
+    out = {}
+    for state in CI_STATES:
+        where = wheel_install(state) if state == "2.13.0" else genuine(state)
+        proc = cli("sweep", "--torch-npu", str(where), "--corpus", "ci", "--json")
+        assert proc.returncode in (0, 1), proc.stderr[-2000:]
+        out[state] = json.loads(proc.stdout)
+    return out
+
+
+@pytest.mark.parametrize("state", CI_STATES)
+def test_npu_fixes_never_makes_a_passing_sample_fail(reports, state):
+    assert reports[state]["regressions"] == []
+
+
+@pytest.mark.parametrize("state", CI_STATES)
+def test_every_failure_with_npu_fixes_has_a_class(reports, state):
+    report = reports[state]
+    assert report["unexplained"] == [], {i: report["records"][i]["fixed"] for i in report["unexplained"]}
+
+
+@pytest.mark.parametrize("state", CI_STATES)
+def test_npu_fixes_repairs_what_fails_as_built(reports, state):
+    """Fewer samples fail with npu_fixes than as built, and the int64 max/min samples
+    (int64-minmax-identity) are among those repaired."""
+    records = reports[state]["records"]
+    failing = {c: {i for i, r in records.items() if r[c]["outcome"] in sweep.FAILING} for c in sweep.CONFIGS}
+    assert failing["fixed"] < failing["built"]
+    int64_minmax = {"opinfo:aminmax:-:int64:fwd:static:0", "opinfo:max:reduction_no_dim:int64:fwd:static:0"}
+    assert int64_minmax <= failing["built"] and not int64_minmax & failing["fixed"]

@@ -1,0 +1,20 @@
+"""Failure classes of the sweep (npu_fixes/tools/triage.py)."""
+
+from __future__ import annotations
+
+from npu_fixes.tools import triage
+
+
+def test_a_class_needs_its_outcome_its_error_and_its_kernel():
+    record = {"outcome": "out-of-bounds", "detail": "OutOfBounds: k: a load outside every buffer",
+              "kernel_sources": ["_es_slane0 = tl.arange(0, 2*real_block_x0)"]}
+    assert triage.classify(record).name == "select-lane-overread"
+    assert triage.classify(record | {"kernel_sources": ["tmp0 = tl.load(in_ptr0 + x0)"]}) is None
+    assert triage.classify(record | {"outcome": "wrong"}) is None
+
+
+def test_every_class_has_a_verdict_and_a_known_outcome():
+    from npu_fixes.tools.sweep import FAILING
+
+    for cls in triage.CLASSES:
+        assert cls.kind in ("defect", "harness") and cls.outcome in FAILING and cls.verdict
