@@ -148,6 +148,16 @@ def accuracy_table(session: nox.Session) -> None:
                 env={"TORCH_DEVICE_BACKEND_AUTOLOAD": "0"})
 
 
+@nox.session(python=False, default=False)
+def sweep(session: nox.Session) -> None:
+    """The sweep's whole corpus (``npu-fixes sweep``) through every genuine state and the
+    2.13.0 and 2.14.0 wheels, as built and with npu_fixes (``scripts/sweep_states.py``:
+    results in ``benchmarks/results/``). Extra arguments go to ``npu-fixes sweep``."""
+    states = [f"{state}={installed(session, f'genuine:{state}')}" for state in genuine_states.COMMITS]
+    states += [f"wheel-{v}={wheel(v)}" for v in ("2.13.0", "2.14.0")]
+    session.run(PY, "scripts/sweep_states.py", *states, "--", *session.posargs)
+
+
 def wheel_row(version: str):
     def row(session: nox.Session) -> None:
         run_matrix(session, f"wheel:{version}", installed(session, f"wheel:{version}"))

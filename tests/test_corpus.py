@@ -18,8 +18,10 @@ def test_a_generated_program_is_the_same_for_its_seed_whatever_the_size_cap():
     assert set(small) & set(large), "a seed under both caps is one program"
 
 
-@pytest.mark.parametrize("sample_id", ["gen:3", "opinfo:sum:-:float32:fwd:static:1",
-                                       "opinfo:max:reduction_no_dim:int64:fwd:static:0"])
+@pytest.mark.parametrize(
+    "sample_id",
+    ["gen:3", "opinfo:sum:-:float32:fwd:static:1", "opinfo:max:reduction_no_dim:int64:fwd:static:0"],
+)
 def test_a_sample_is_rebuilt_with_the_same_inputs(sample_id):
     first, second = corpus.sample(sample_id), corpus.sample(sample_id)
     assert len(first.args) == len(second.args)

@@ -316,8 +316,8 @@ def build_parser() -> argparse.ArgumentParser:
     acc.add_argument("--shuffle", type=int, metavar="SEED",
                      help="with --interpret: run each launch's programs in an order drawn from SEED")
     acc.set_defaults(func=cmd_accuracy)
-    swp = sub.add_parser("sweep", help="compile a corpus of ops and programs through a torch_npu's backend on "
-                         "CPU and compare with eager, as built and with npu_fixes")
+    swp = sub.add_parser("sweep", help="compile a corpus of ops and programs through a torch_npu's backend "
+                         "on CPU and compare with eager, as built and with npu_fixes")
     swp.add_argument("--torch-npu", metavar="PATH", help="install dir, source tree or .whl "
                      "(default: the installed torch_npu)")
     swp.add_argument("--corpus", choices=("full", "ci"), default="full",
@@ -326,7 +326,8 @@ def build_parser() -> argparse.ArgumentParser:
     swp.add_argument("--programs", type=int, metavar="N", help="how many generated programs")
     swp.add_argument("--ops", metavar="NAMES", help="only these OpInfo ops (comma-separated)")
     swp.add_argument("--samples", metavar="IDS", help="only these sample ids (comma-separated)")
-    swp.add_argument("--show", metavar="ID", help="print sample ID as a program that compares compiled and eager")
+    swp.add_argument("--show", metavar="ID",
+                     help="print sample ID as a program that compares compiled and eager")
     swp.add_argument("--jobs", type=int, metavar="N", help="worker processes (default: one per core)")
     swp.add_argument("--timeout", type=float, default=300.0, metavar="S",
                      help="seconds one sample may take (default 300)")
@@ -337,7 +338,8 @@ def build_parser() -> argparse.ArgumentParser:
 
 def main(argv: Sequence[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
-    if args.command in ("audit", "sweep") or getattr(args, "interpret", False):  # host-loaded, never imported for real
+    # host-loaded, never imported for real
+    if args.command in ("audit", "sweep") or getattr(args, "interpret", False):
         os.environ.setdefault("TORCH_DEVICE_BACKEND_AUTOLOAD", "0")
     return int(args.func(args))
 

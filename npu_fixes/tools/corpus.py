@@ -28,10 +28,21 @@ from typing import Any
 #: Dtypes the OpInfo part draws, where an op takes them on CPU.
 DTYPES = ("float32", "bfloat16", "int64", "bool")
 #: Ops whose results are undefined (uninitialised memory): no result to compare.
-UNDEFINED_RESULTS = frozenset({"empty", "empty_like", "new_empty", "new_empty_strided", "empty_strided",
-                               "empty_permuted", "nn.functional.dropout", "nn.functional.dropout2d",
-                               "nn.functional.dropout3d", "nn.functional.alpha_dropout",
-                               "nn.functional.feature_alpha_dropout"})
+UNDEFINED_RESULTS = frozenset(
+    {
+        "empty",
+        "empty_like",
+        "new_empty",
+        "new_empty_strided",
+        "empty_strided",
+        "empty_permuted",
+        "nn.functional.dropout",
+        "nn.functional.dropout2d",
+        "nn.functional.dropout3d",
+        "nn.functional.alpha_dropout",
+        "nn.functional.feature_alpha_dropout",
+    }
+)
 
 
 @dataclasses.dataclass(frozen=True)
@@ -64,29 +75,78 @@ class Selection:
     ops: tuple[str, ...] = ()  # OpInfo op names (full names); empty: every op
 
     def label(self) -> str:
-        return (f"{self.per_op} OpInfo samples per op and dtype ({', '.join(self.dtypes)}; "
-                f"{'forward and backward' if self.backward else 'forward'}; "
-                f"{'static and dynamic' if self.dynamic else 'static'} shapes), "
-                f"{self.programs} generated programs (at most {self.max_numel} elements)")
+        return (
+            f"{self.per_op} OpInfo samples per op and dtype ({', '.join(self.dtypes)}; "
+            f"{'forward and backward' if self.backward else 'forward'}; "
+            f"{'static and dynamic' if self.dynamic else 'static'} shapes), "
+            f"{self.programs} generated programs (at most {self.max_numel} elements)"
+        )
 
 
 #: Ops of the part CI runs: those the whole corpus found failing at some state, and the
 #: reductions, views and scatters the backend's defects live in.
-CI_OPS = ("all", "amax", "amin", "aminmax", "argmax", "as_strided", "as_strided_scatter", "broadcast_to",
-          "cat", "cross", "cumsum", "diagonal", "diagonal_copy", "diagonal_scatter", "expand", "expand_copy",
-          "gather", "grid_sampler_2d", "index_reduce", "index_select", "logaddexp", "masked_scatter", "max",
-          "mean", "nn.functional.binary_cross_entropy", "nn.functional.cross_entropy",
-          "nn.functional.embedding", "nn.functional.glu", "nn.functional.grid_sample",
-          "nn.functional.layer_norm", "nn.functional.nll_loss", "norm", "permute", "prod", "repeat_interleave",
-          "reshape", "select_scatter", "slice_scatter", "softmax", "sum", "trace", "tril_indices", "var",
-          "where", "xlogy")
+CI_OPS = (
+    "all",
+    "amax",
+    "amin",
+    "aminmax",
+    "argmax",
+    "as_strided",
+    "as_strided_scatter",
+    "broadcast_to",
+    "cat",
+    "cross",
+    "cumsum",
+    "diagonal",
+    "diagonal_copy",
+    "diagonal_scatter",
+    "expand",
+    "expand_copy",
+    "gather",
+    "grid_sampler_2d",
+    "index_reduce",
+    "index_select",
+    "logaddexp",
+    "masked_scatter",
+    "max",
+    "mean",
+    "nn.functional.binary_cross_entropy",
+    "nn.functional.cross_entropy",
+    "nn.functional.embedding",
+    "nn.functional.glu",
+    "nn.functional.grid_sample",
+    "nn.functional.layer_norm",
+    "nn.functional.nll_loss",
+    "norm",
+    "permute",
+    "prod",
+    "repeat_interleave",
+    "reshape",
+    "select_scatter",
+    "slice_scatter",
+    "softmax",
+    "sum",
+    "trace",
+    "tril_indices",
+    "var",
+    "where",
+    "xlogy",
+)
 #: The part of the corpus CI runs at three states (``nox -s sweep-ci``).
-CI = Selection(per_op=1, dtypes=("float32", "int64"), backward=False, dynamic=False, programs=40,
-               max_numel=1 << 17, ops=CI_OPS)
+CI = Selection(
+    per_op=1,
+    dtypes=("float32", "int64"),
+    backward=False,
+    dynamic=False,
+    programs=40,
+    max_numel=1 << 17,
+    ops=CI_OPS,
+)
 FULL = Selection(per_op=5)
 
 
 # --- OpInfo -------------------------------------------------------------------------------
+
 
 @functools.cache
 def _op_db() -> dict[tuple[str, str], Any]:
@@ -115,7 +175,9 @@ def opinfo_ids(selection: Selection) -> Iterator[str]:
             if dtype not in supported:
                 continue
             floating = getattr(torch, dtype).is_floating_point
-            directions = ["fwd"] + (["bwd"] if selection.backward and floating and op.supports_autograd else [])
+            directions = ["fwd"] + (
+                ["bwd"] if selection.backward and floating and op.supports_autograd else []
+            )
             try:
                 count = min(selection.per_op, len(_op_samples(op, dtype, False)))
             except Exception:  # noqa: BLE001 - an op whose samples cannot be drawn here has none
@@ -138,24 +200,42 @@ def _opinfo_sample(sample_id: str) -> Sample:
         def fn(*a: Any, **k: Any) -> Any:
             return process(op(*a, **k))
     else:
+
         def fn(*a: Any, **k: Any) -> Any:
             return op(*a, **k)
+
     suffix = "" if variant == "-" else f" (variant {variant})"
-    source = (f"# OpInfo {name}{suffix}: sample {n} of op.sample_inputs('cpu', torch.{dtype}"
-              f"{', requires_grad=True' if backward else ''}) after torch.manual_seed(0)\n"
-              "from torch.testing._internal.common_methods_invocations import op_db\n"
-              f"op = next(o for o in op_db if o.name == {name!r} and (o.variant_test_name or '-') == {variant!r})\n"
-              f"torch.manual_seed(0)\n"
-              f"s = list(op.sample_inputs('cpu', torch.{dtype}, requires_grad={backward}))[{n}]\n"
-              "fn = (lambda *a, **k: s.output_process_fn_grad(op(*a, **k))) if s.output_process_fn_grad else op\n"
-              "args, kwargs = (s.input, *s.args), dict(s.kwargs)\n")
+    source = (
+        f"# OpInfo {name}{suffix}: sample {n} of op.sample_inputs('cpu', torch.{dtype}"
+        f"{', requires_grad=True' if backward else ''}) after torch.manual_seed(0)\n"
+        "from torch.testing._internal.common_methods_invocations import op_db\n"
+        f"op = next(o for o in op_db if o.name == {name!r} and (o.variant_test_name or '-') == {variant!r})\n"
+        f"torch.manual_seed(0)\n"
+        f"s = list(op.sample_inputs('cpu', torch.{dtype}, requires_grad={backward}))[{n}]\n"
+        "fn = (lambda *a, **k: s.output_process_fn_grad(op(*a, **k))) if s.output_process_fn_grad else op\n"
+        "args, kwargs = (s.input, *s.args), dict(s.kwargs)\n"
+    )
     return Sample(sample_id, fn, args, kwargs, mode == "dynamic", backward, source)
 
 
 # --- generated programs -------------------------------------------------------------------
 
 #: Sizes around the split and block thresholds (numbers of elements of a program's input).
-_SIZES = [2 ** k + d for k in range(11, 21) for d in (-1, 0, 1)] + [3, 5, 6, 7, 9, 13, 17, 31, 33, 63, 65, 127, 129]
+_SIZES = [2**k + d for k in range(11, 21) for d in (-1, 0, 1)] + [
+    3,
+    5,
+    6,
+    7,
+    9,
+    13,
+    17,
+    31,
+    33,
+    63,
+    65,
+    127,
+    129,
+]
 
 
 def _factor(numel: int, rng: random.Random) -> list[int]:
@@ -203,10 +283,10 @@ def _view_step(shape: list[int], rng: random.Random) -> tuple[str, list[int]] | 
     if kind == "select" and rank >= 2:
         dim = rng.randrange(rank)
         i = rng.randrange(shape[dim])
-        return f"y = y.select({dim}, {i})", shape[:dim] + shape[dim + 1:]
+        return f"y = y.select({dim}, {i})", shape[:dim] + shape[dim + 1 :]
     if kind == "unsqueeze_flatten" and rank >= 2:
         dim = rng.randrange(rank - 1)
-        new = shape[:dim] + [shape[dim] * shape[dim + 1]] + shape[dim + 2:]
+        new = shape[:dim] + [shape[dim] * shape[dim + 1]] + shape[dim + 2 :]
         return f"y = y.flatten({dim}, {dim + 1})", new
     return None
 
@@ -244,7 +324,7 @@ def generated(seed: int) -> Program:
         line, shape = step
         if dynamic and line.startswith("y = y.reshape(") and rng.random() < 0.5:  # sizes as arguments
             names = [f"n{len(size_args) + i}" for i in range(len(shape))]
-            size_args += zip(names, shape)
+            size_args += zip(names, shape, strict=True)
             line = f"y = y.reshape({', '.join(names)})"
         lines.append(line)
     if dtype != "bool" and rng.random() < 0.25:  # a mask, as labels != -100
@@ -254,18 +334,29 @@ def generated(seed: int) -> Program:
         if shape[dim] >= 2:
             begin, stride = rng.randrange(shape[dim] // 2), rng.choice([1, 2])
             view = ", ".join([":"] * dim + [f"{begin}::{stride}"])
-            lines.append(f"y = torch.slice_scatter(y, torch.ones_like(y[{view}]), {dim}, {begin}, None, {stride})")
+            lines.append(
+                f"y = torch.slice_scatter(y, torch.ones_like(y[{view}]), {dim}, {begin}, None, {stride})"
+            )
     reduction = rng.choice((*_REDUCTIONS, None)) if shape else None
     if reduction is None:
-        lines.append(rng.choice(["return y * 2", "return y.contiguous()", "return y + 1", "return y.clone()"]))
+        lines.append(
+            rng.choice(["return y * 2", "return y.contiguous()", "return y + 1", "return y.clone()"])
+        )
     else:
         dims = sorted(rng.sample(range(len(shape)), rng.randrange(1, len(shape) + 1)))
         keep = rng.random() < 0.3
         one = f"{dims[0]}, keepdim={keep}"
         over = "" if rng.random() < 0.25 else f"{dims}, keepdim={keep}"
-        lines.append({"sum": f"r = y.sum({over})", "amax": f"r = y.amax({over})", "amin": f"r = y.amin({over})",
-                      "mean": f"r = y.float().mean({over})", "prod": f"r = y.prod({one if over else ''})",
-                      "argmax": f"r = y.float().argmax({one if over else ''})"}[reduction])
+        lines.append(
+            {
+                "sum": f"r = y.sum({over})",
+                "amax": f"r = y.amax({over})",
+                "amin": f"r = y.amin({over})",
+                "mean": f"r = y.float().mean({over})",
+                "prod": f"r = y.prod({one if over else ''})",
+                "argmax": f"r = y.float().argmax({one if over else ''})",
+            }[reduction]
+        )
         if rng.random() < 0.5:
             lines.append(rng.choice(_EPILOGUES))
         lines.append("return r")
@@ -273,7 +364,8 @@ def generated(seed: int) -> Program:
     source = f"def program({params}):\n    y = x\n" + "".join(f"    {line}\n" for line in lines)
     size = tuple(start)
     make = {"float32": f"x = torch.randn({size})", "bool": f"x = torch.rand({size}) > 0.5"}.get(
-        dtype, f"x = torch.randint(-5, 6, {size}, dtype=torch.{dtype})")
+        dtype, f"x = torch.randint(-5, 6, {size}, dtype=torch.{dtype})"
+    )
     values = "".join(f", {value}" for _, value in size_args)
     return Program(source, ("torch.manual_seed(0)", make, f"args = (x{values},)"), dynamic, numel)
 
@@ -298,6 +390,7 @@ def generated_ids(selection: Selection) -> Iterator[str]:
 
 # --- the corpus -----------------------------------------------------------------------------
 
+
 def ids(selection: Selection) -> list[str]:
     """Every sample id of ``selection``: the OpInfo part, then the generated programs."""
     return [*opinfo_ids(selection), *generated_ids(selection)]
@@ -313,24 +406,34 @@ def sample(sample_id: str) -> Sample:
             return _generated_sample(sample_id)
     except (KeyError, IndexError, ValueError):
         pass
-    raise ValueError(f"{sample_id!r} is no sample id of the corpus (opinfo:<op>:<variant>:<dtype>:"
-                     "<fwd|bwd>:<static|dynamic>:<n> or gen:<seed>)")
+    raise ValueError(
+        f"{sample_id!r} is no sample id of the corpus (opinfo:<op>:<variant>:<dtype>:"
+        "<fwd|bwd>:<static|dynamic>:<n> or gen:<seed>)"
+    )
 
 
 def script(s: Sample) -> str:
     """``s`` as a self-contained program that compiles it and compares with eager."""
     compile_args = ", dynamic=True" if s.dynamic else ", dynamic=False"
-    check = ("expected, actual = fn(*args, **kwargs), torch.compile(fn" + compile_args + ")(*args, **kwargs)\n"
-             "torch.testing.assert_close(actual, expected, equal_nan=True)\n")
+    check = (
+        "expected, actual = fn(*args, **kwargs), torch.compile(fn" + compile_args + ")(*args, **kwargs)\n"
+        "torch.testing.assert_close(actual, expected, equal_nan=True)\n"
+    )
     if s.backward:
-        check += ("# backward: gradients of a weighted sum of the floating outputs, eager vs compiled\n"
-                  "def grads(f):\n"
-                  "    inputs = [a for a in args if isinstance(a, torch.Tensor) and a.requires_grad]\n"
-                  "    outs = [o for o in torch.utils._pytree.tree_leaves(f(*args, **kwargs))\n"
-                  "            if isinstance(o, torch.Tensor) and o.requires_grad]\n"
-                  "    torch.manual_seed(1)\n"
-                  "    loss = sum((o * torch.randn_like(o)).sum() for o in outs)\n"
-                  "    return torch.autograd.grad(loss, inputs, allow_unused=True)\n"
-                  "torch.testing.assert_close(grads(torch.compile(fn" + compile_args + ")), grads(fn), equal_nan=True)\n")
-    return (f"# npu-fixes sweep sample {s.id}\nimport torch\n\n{s.source}\n{check}"
-            "print('compiled equals eager')\n")
+        check += (
+            "# backward: gradients of a weighted sum of the floating outputs, eager vs compiled\n"
+            "def grads(f):\n"
+            "    inputs = [a for a in args if isinstance(a, torch.Tensor) and a.requires_grad]\n"
+            "    outs = [o for o in torch.utils._pytree.tree_leaves(f(*args, **kwargs))\n"
+            "            if isinstance(o, torch.Tensor) and o.requires_grad]\n"
+            "    torch.manual_seed(1)\n"
+            "    loss = sum((o * torch.randn_like(o)).sum() for o in outs)\n"
+            "    return torch.autograd.grad(loss, inputs, allow_unused=True)\n"
+            "torch.testing.assert_close(grads(torch.compile(fn"
+            + compile_args
+            + ")), grads(fn), equal_nan=True)\n"
+        )
+    return (
+        f"# npu-fixes sweep sample {s.id}\nimport torch\n\n{s.source}\n{check}"
+        "print('compiled equals eager')\n"
+    )

@@ -34,8 +34,16 @@ from typing import Any
 
 from . import corpus, triage
 
-OUTCOMES = ("pass", "no-kernel", "wrong", "out-of-bounds", "compile-error", "run-time-error",
-            "harness-limit", "skipped")
+OUTCOMES = (
+    "pass",
+    "no-kernel",
+    "wrong",
+    "out-of-bounds",
+    "compile-error",
+    "run-time-error",
+    "harness-limit",
+    "skipped",
+)
 #: Outcomes that are silent on a device: a wrong value, read or written where nothing is.
 SILENT = frozenset({"wrong", "out-of-bounds"})
 #: Outcomes that fail (``no-kernel`` and ``skipped`` judge nothing, ``harness-limit`` names why).
@@ -57,11 +65,17 @@ class HarnessLimit:
 
 
 HARNESS_LIMITS = (
-    HarnessLimit("bool-scalar", r"primitive_bitwidth \(1 bits\) for triton type int1",
-                 "the interpreter refuses a 0-dim bool passed by value (a device takes it)"),
-    HarnessLimit("bf16-rounding", r"^bf16-rounding$",
-                 f"the interpreter casts to bfloat16 by truncation, a device rounds to nearest: a "
-                 f"bfloat16 result within {BF16_ROUNDING_SPAN} times bfloat16's tolerance is not judged"),
+    HarnessLimit(
+        "bool-scalar",
+        r"primitive_bitwidth \(1 bits\) for triton type int1",
+        "the interpreter refuses a 0-dim bool passed by value (a device takes it)",
+    ),
+    HarnessLimit(
+        "bf16-rounding",
+        r"^bf16-rounding$",
+        f"the interpreter casts to bfloat16 by truncation, a device rounds to nearest: a "
+        f"bfloat16 result within {BF16_ROUNDING_SPAN} times bfloat16's tolerance is not judged",
+    ),
 )
 
 
@@ -71,6 +85,7 @@ UNREPRESENTABLE = r"Python integer -?\d+ out of bounds for u?int(8|16|32)"
 
 
 # --- one sample, in a worker ------------------------------------------------------------------
+
 
 class ProgramOrder:
     """The order the interpreter runs a launch's programs in: row-major, or reversed."""
@@ -113,8 +128,13 @@ def _evaluate(s: corpus.Sample, fn: Callable[..., Any]) -> list[Any]:
     outs = [o for o in leaves if isinstance(o, torch.Tensor) and o.requires_grad]
     torch.manual_seed(1)
     weights = [torch.randn(o.shape, dtype=o.dtype) for o in outs]
-    grads = torch.autograd.grad(sum((o * w).sum() for o, w in zip(outs, weights, strict=True)), inputs,
-                                allow_unused=True) if outs and inputs else ()
+    grads = (
+        torch.autograd.grad(
+            sum((o * w).sum() for o, w in zip(outs, weights, strict=True)), inputs, allow_unused=True
+        )
+        if outs and inputs
+        else ()
+    )
     return [*(t.detach() if isinstance(t, torch.Tensor) else t for t in leaves), *grads]
 
 
@@ -128,7 +148,9 @@ def difference(expected: list[Any], actual: list[Any]) -> tuple[str | None, floa
     worst, why = 0.0, None
     for i, (e, a) in enumerate(zip(expected, actual, strict=True)):
         if not isinstance(e, torch.Tensor) or not isinstance(a, torch.Tensor):
-            same = e == a or (isinstance(e, float) and isinstance(a, float) and math.isnan(e) and math.isnan(a))
+            same = e == a or (
+                isinstance(e, float) and isinstance(a, float) and math.isnan(e) and math.isnan(a)
+            )
             if not same and (isinstance(e, torch.Tensor) or isinstance(a, torch.Tensor) or e != a):
                 return f"result {i}: {a!r} for {e!r}", math.inf
             continue
@@ -183,8 +205,12 @@ def _compile_stage(exc: BaseException) -> bool:
     from torch._dynamo.exc import BackendCompilerFailed, TorchDynamoException
 
     inner = _innermost(exc)
-    return isinstance(exc, (BackendCompilerFailed, TorchDynamoException)) or type(exc).__name__ == "InductorError" \
-        or isinstance(inner, (NameError, SyntaxError)) or type(inner).__name__ == "CompilationError"
+    return (
+        isinstance(exc, (BackendCompilerFailed, TorchDynamoException))
+        or type(exc).__name__ == "InductorError"
+        or isinstance(inner, (NameError, SyntaxError))
+        or type(inner).__name__ == "CompilationError"
+    )
 
 
 def run_sample(s: corpus.Sample, launches: list, order: ProgramOrder) -> dict[str, Any]:
@@ -276,14 +302,14 @@ def worker(location: str, with_fixes: bool, ids: Sequence[str]) -> None:
 
 # --- the sweep ---------------------------------------------------------------------------------
 
+
 @dataclasses.dataclass
 class Unit:
     config: str
     ids: list[str]
 
 
-def _run_unit(unit: Unit, location: str, timeout: float,
-              done: Callable[[str, str, dict], None]) -> None:
+def _run_unit(unit: Unit, location: str, timeout: float, done: Callable[[str, str, dict], None]) -> None:
     """Run ``unit`` in worker processes until every sample has a record."""
     pending = list(unit.ids)
     env = dict(os.environ, TORCH_DEVICE_BACKEND_AUTOLOAD="0", OMP_NUM_THREADS="1")
@@ -292,10 +318,15 @@ def _run_unit(unit: Unit, location: str, timeout: float,
     while pending:
         with tempfile.NamedTemporaryFile("w", suffix=".json", delete=False) as spec:
             json.dump({"location": location, "with_fixes": unit.config == "fixed", "ids": pending}, spec)
-        proc = subprocess.Popen([sys.executable, "-m", "npu_fixes.tools.sweep", spec.name], env=env,
-                                stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+        proc = subprocess.Popen(
+            [sys.executable, "-m", "npu_fixes.tools.sweep", spec.name],
+            env=env,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            text=True,
+        )
         errors: list[str] = []
-        drain = threading.Thread(target=lambda: errors.extend(proc.stderr), daemon=True)
+        drain = threading.Thread(target=errors.extend, args=(proc.stderr,), daemon=True)
         drain.start()
         started = time.monotonic()
         while pending:
@@ -316,8 +347,11 @@ def _run_unit(unit: Unit, location: str, timeout: float,
         os.unlink(spec.name)
         if pending:  # the worker died or hung on pending[0]
             stuck = pending.pop(0)
-            why = f"no result within {timeout:.0f} s" if proc.returncode == -9 else \
-                f"the worker exited ({proc.returncode}): {_last_error(errors)}"
+            why = (
+                f"no result within {timeout:.0f} s"
+                if proc.returncode == -9
+                else f"the worker exited ({proc.returncode}): {_last_error(errors)}"
+            )
             done(unit.config, stuck, {"outcome": "run-time-error", "detail": why})
 
 
@@ -341,9 +375,12 @@ class Report:
 
     def regressions(self) -> list[str]:
         """Samples that pass as built and fail with npu_fixes."""
-        return [i for i, r in self.records.items()
-                if r.get("built", {}).get("outcome") in ("pass", "no-kernel")
-                and r.get("fixed", {}).get("outcome") not in ("pass", "no-kernel")]
+        return [
+            i
+            for i, r in self.records.items()
+            if r.get("built", {}).get("outcome") in ("pass", "no-kernel")
+            and r.get("fixed", {}).get("outcome") not in ("pass", "no-kernel")
+        ]
 
     def unexplained(self) -> list[str]:
         """Samples failing with npu_fixes that no class of :mod:`.triage` explains."""
@@ -353,24 +390,41 @@ class Report:
         return [i for i, r in self.records.items() if r.get("fixed", {}).get("outcome") in SILENT]
 
     def as_dict(self) -> dict[str, Any]:
-        return {"torch_npu": self.location, "corpus": self.selection, "samples": len(self.records),
-                "counts": {c: dict(self.counts(c)) for c in CONFIGS},
-                "silent_with_npu_fixes": self.silent(), "regressions": self.regressions(),
-                "unexplained": self.unexplained(),
-                "classes": {i: getattr(triage.classify(self.records[i]["fixed"]), "name", None)
-                            for i in self.failing()},
-                "records": self.records}
+        return {
+            "torch_npu": self.location,
+            "corpus": self.selection,
+            "samples": len(self.records),
+            "counts": {c: dict(self.counts(c)) for c in CONFIGS},
+            "silent_with_npu_fixes": self.silent(),
+            "regressions": self.regressions(),
+            "unexplained": self.unexplained(),
+            "classes": {
+                i: getattr(triage.classify(self.records[i]["fixed"]), "name", None) for i in self.failing()
+            },
+            "records": self.records,
+        }
 
 
-def sweep(location: str, ids: Sequence[str], label: str, jobs: int, timeout: float,
-          configs: Sequence[str] = CONFIGS, chunk: int = 200,
-          progress: Callable[[int, int], None] = lambda done, total: None) -> Report:
+def sweep(
+    location: str,
+    ids: Sequence[str],
+    label: str,
+    jobs: int,
+    timeout: float,
+    configs: Sequence[str] = CONFIGS,
+    chunk: int = 200,
+    progress: Callable[[int, int], None] = lambda done, total: None,
+) -> Report:
     """Every sample of ``ids`` (a corpus described by ``label``) through the backend at
     ``location`` in each of ``configs``, ``jobs`` workers at a time."""
     from concurrent.futures import ThreadPoolExecutor
 
     per_worker = max(1, min(chunk, math.ceil(len(ids) * len(configs) / max(jobs, 1))))
-    units = [Unit(config, list(ids[i:i + per_worker])) for i in range(0, len(ids), per_worker) for config in configs]
+    units = [
+        Unit(config, list(ids[i : i + per_worker]))
+        for i in range(0, len(ids), per_worker)
+        for config in configs
+    ]
     records: dict[str, dict[str, dict]] = {i: {} for i in ids}
     lock, total = threading.Lock(), len(ids) * len(configs)
     finished = [0]
@@ -401,28 +455,40 @@ if __name__ == "__main__":
 def summary(report: Report) -> str:
     """The counts per outcome as built and with npu_fixes, then every sample that fails
     with npu_fixes or passes only as built."""
-    lines = [f"torch_npu at {report.location}", f"corpus: {report.selection}; {len(report.records)} samples", ""]
+    lines = [
+        f"torch_npu at {report.location}",
+        f"corpus: {report.selection}; {len(report.records)} samples",
+        "",
+    ]
     width = max(len(o) for o in OUTCOMES)
     counts = {c: report.counts(c) for c in CONFIGS}
     lines.append(f"{'outcome':{width}}  as built  with npu_fixes")
     lines += [f"{o:{width}}  {counts['built'][o]:8d}  {counts['fixed'][o]:12d}" for o in OUTCOMES]
-    for title, ids in (("passes as built, fails with npu_fixes", report.regressions()),
-                       ("fails with npu_fixes", report.failing())):
+    for title, ids in (
+        ("passes as built, fails with npu_fixes", report.regressions()),
+        ("fails with npu_fixes", report.failing()),
+    ):
         if ids:
             lines += ["", f"{title} ({len(ids)}):"]
             for sample_id in ids:
                 record = report.records[sample_id]["fixed"]
                 known = triage.classify(record)
-                lines.append(f"  {sample_id}: {record['outcome']} [{known.name if known else 'UNEXPLAINED'}]: "
-                             f"{record.get('detail', '')}")
+                lines.append(
+                    f"  {sample_id}: {record['outcome']} [{known.name if known else 'UNEXPLAINED'}]: "
+                    f"{record.get('detail', '')}"
+                )
     classes = {triage.classify(report.records[i]["fixed"]) for i in report.failing()} - {None}
     if classes:
         lines += ["", "known classes:"]
         lines += [f"  {c.name}: {c.verdict}" for c in sorted(classes, key=lambda c: c.name)]
-    limits = Counter(r["fixed"].get("limit") for r in report.records.values() if "limit" in r.get("fixed", {}))
+    limits = Counter(
+        r["fixed"].get("limit") for r in report.records.values() if "limit" in r.get("fixed", {})
+    )
     if limits:
         lines += ["", "not judged here (limits of Triton's interpreter on CPU):"]
-        lines += [f"  {name}: {n} samples: {next(h.reason for h in HARNESS_LIMITS if h.name == name)}"
-                  for name, n in limits.most_common()]
+        lines += [
+            f"  {name}: {n} samples: {next(h.reason for h in HARNESS_LIMITS if h.name == name)}"
+            for name, n in limits.most_common()
+        ]
     lines += ["", "npu-fixes sweep --show ID prints a sample as a program."]
     return "\n".join(lines)

@@ -27,23 +27,37 @@ class FailureClass:
 
 CLASSES = (
     FailureClass(
-        "select-lane-overread", "defect", "out-of-bounds", r"OutOfBounds", r"_es_s?lane",
+        "select-lane-overread",
+        "defect",
+        "out-of-bounds",
+        r"OutOfBounds",
+        r"_es_s?lane",
         "open (not repaired yet): the backend's select-lane rewrite widens a strided load from the selected "
         "element and bounds the lanes by the row count, not by the last selected element, so the last "
         "program reads past its buffer (grid_sample, x[:, 1], x[..., 1::2]); a device reads whatever lies "
         "there. Workaround: set torch_npu._inductor.triton_experimental.config.select_extract_slice = False "
-        "before compiling"),
+        "before compiling",
+    ),
     FailureClass(
-        "int64-expand-overlap", "defect", "run-time-error",
-        r"more than one element of the written-to tensor refers to a single memory location", "",
+        "int64-expand-overlap",
+        "defect",
+        "run-time-error",
+        r"more than one element of the written-to tensor refers to a single memory location",
+        "",
         "open (cause not found yet), loud: returning an expanded int64 tensor (expand, expand_as, "
         "broadcast_to, broadcast_tensors) from a compiled function raises PyTorch's refusal to write "
-        "into overlapping memory at run time; float32 passes. Workaround: return .clone() of it"),
+        "into overlapping memory at run time; float32 passes. Workaround: return .clone() of it",
+    ),
     FailureClass(
-        "empty-size-modulo", "defect", "compile-error", r"ZeroDivisionError: Modulo by zero", "",
+        "empty-size-modulo",
+        "defect",
+        "compile-error",
+        r"ZeroDivisionError: Modulo by zero",
+        "",
         "at 8bfbb9ed1 only, loud: compiling a graph with a tensor of no elements (tril_indices or "
         "triu_indices of an empty range, torch.cat of empty tensors) divides by its zero size in the "
-        "backend's lowering (sympy Mod(..., 0)); later states compile them. Workaround: upgrade torch_npu"),
+        "backend's lowering (sympy Mod(..., 0)); later states compile them. Workaround: upgrade torch_npu",
+    ),
 )
 
 
@@ -52,7 +66,10 @@ def classify(record: dict[str, Any]) -> FailureClass | None:
     detail = record.get("detail", "")
     kernels = record.get("kernel_sources", [])
     for cls in CLASSES:
-        if record.get("outcome") == cls.outcome and re.search(cls.detail, detail) \
-                and (not cls.kernel or any(re.search(cls.kernel, k) for k in kernels)):
+        if (
+            record.get("outcome") == cls.outcome
+            and re.search(cls.detail, detail)
+            and (not cls.kernel or any(re.search(cls.kernel, k) for k in kernels))
+        ):
             return cls
     return None

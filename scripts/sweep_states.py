@@ -1,0 +1,95 @@
+"""The sweep's corpus through every genuine state and published wheel, results written to
+``benchmarks/results/<date>_<commit>_cpu-<n>core_sweep/``: one JSON report per state (as
+``npu-fixes sweep --json`` prints it) and a README with the counts per outcome as built and
+with npu_fixes, rewritten after each state. ``nox -s sweep`` runs it; extra arguments go to
+``npu-fixes sweep`` (e.g. ``--per-op 1`` for a shorter run).
+
+Usage: python scripts/sweep_states.py NAME=PATH ... [-- sweep arguments]
+"""
+
+from __future__ import annotations
+
+import datetime
+import json
+import os
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+REPO = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(REPO))
+from npu_fixes.tools.sweep import CONFIGS, OUTCOMES  # noqa: E402
+
+
+def readme(rows: list[tuple[str, dict, float]], extra: list[str], today: str, commit: str) -> str:
+    """The counts per state and outcome, and the failures with npu_fixes by class."""
+    lines = [
+        f"# Sweep of every state ({today}, commit {commit}, {os.cpu_count()}-core CPU machine)",
+        "",
+        f"Corpus: {rows[0][1]['corpus']}; arguments: `{' '.join(extra) or '(none)'}`.",
+        "Kernels in Triton's interpreter on CPU (`npu-fixes sweep`); nothing here ran on Ascend hardware.",
+        "Each cell: as built / with npu_fixes.",
+        "",
+        "| state | samples | minutes | " + " | ".join(OUTCOMES) + " | regressions | unexplained |",
+        "|" + "---|" * (len(OUTCOMES) + 5),
+    ]
+    for name, report, minutes in rows:
+        counts = report["counts"]
+        cells = [f"{counts[CONFIGS[0]].get(o, 0)} / {counts[CONFIGS[1]].get(o, 0)}" for o in OUTCOMES]
+        lines.append(
+            f"| {name} | {report['samples']} | {minutes:.1f} | "
+            + " | ".join(cells)
+            + f" | {len(report['regressions'])} | {len(report['unexplained'])} |"
+        )
+    lines += ["", "Failures with npu_fixes by class (`npu_fixes/tools/triage.py`):", ""]
+    for name, report, _ in rows:
+        by_class: dict[str, int] = {}
+        for cls in report["classes"].values():
+            by_class[cls or "UNEXPLAINED"] = by_class.get(cls or "UNEXPLAINED", 0) + 1
+        lines.append(f"- {name}: " + (", ".join(f"{c} {n}" for c, n in sorted(by_class.items())) or "none"))
+    return "\n".join(lines) + "\n"
+
+
+def main(argv: list[str]) -> int:
+    split = argv.index("--") if "--" in argv else len(argv)
+    states = dict(a.split("=", 1) for a in argv[:split])
+    extra = argv[split + 1 :]
+    commit = (
+        subprocess.run(
+            ["git", "rev-parse", "--short=7", "HEAD"], capture_output=True, text=True, cwd=REPO
+        ).stdout.strip()
+        or "unknown"
+    )
+    today = datetime.date.today().isoformat()
+    out = REPO / "benchmarks" / "results" / f"{today}_{commit}_cpu-{os.cpu_count()}core_sweep"
+    out.mkdir(parents=True, exist_ok=True)
+    rows, failing = [], False
+    for name, path in states.items():
+        started = time.monotonic()
+        proc = subprocess.run(
+            [sys.executable, "-m", "npu_fixes", "sweep", "--torch-npu", path, "--json", *extra],
+            capture_output=True,
+            text=True,
+            env=dict(os.environ, TORCH_DEVICE_BACKEND_AUTOLOAD="0"),
+        )
+        if proc.returncode not in (0, 1):
+            print(
+                f"{name}: npu-fixes sweep failed ({proc.returncode}): {proc.stderr[-2000:]}", file=sys.stderr
+            )
+            return 2
+        report = json.loads(proc.stdout)
+        (out / f"{name}.json").write_text(json.dumps(report, indent=1) + "\n")
+        rows.append((name, report, (time.monotonic() - started) / 60))
+        failing |= bool(report["silent_with_npu_fixes"] or report["regressions"] or report["unexplained"])
+        print(
+            f"{name}: {report['samples']} samples in {rows[-1][2]:.1f} min: {json.dumps(report['counts'])}",
+            flush=True,
+        )
+        (out / "README.md").write_text(readme(rows, extra, today, commit))
+    print(f"written: {out}")
+    return 1 if failing else 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main(sys.argv[1:]))
