@@ -55,6 +55,7 @@ MODULES = (
     "downcast_workspace",
     "view_lowerings",
     "int64_minmax_identity",
+    "widened_load_tail",
     "te_parallel_ce",
 )
 

@@ -27,18 +27,6 @@ class FailureClass:
 
 CLASSES = (
     FailureClass(
-        "select-lane-overread",
-        "defect",
-        "out-of-bounds",
-        r"OutOfBounds",
-        r"_es_s?lane",
-        "open (not repaired yet): the backend's select-lane rewrite widens a strided load from the selected "
-        "element and bounds the lanes by the row count, not by the last selected element, so the last "
-        "program reads past its buffer (grid_sample, x[:, 1], x[..., 1::2]); a device reads whatever lies "
-        "there. Workaround: set torch_npu._inductor.triton_experimental.config.select_extract_slice = False "
-        "before compiling",
-    ),
-    FailureClass(
         "int64-expand-overlap",
         "defect",
         "run-time-error",
