@@ -41,6 +41,8 @@ def test_bad_input_is_named(tmp_path):
     assert bad.returncode == 2 and "npu-fixes sweep:" in bad.stderr
     unknown = cli("sweep", "--torch-npu", str(tmp_path), "--samples", "gen:zero")
     assert unknown.returncode == 2 and "'gen:zero' is no sample id" in unknown.stderr
+    dtypes = cli("sweep", "--dtypes", "float16")
+    assert dtypes.returncode == 2 and "choose from float32, bfloat16, int64, bool" in dtypes.stderr
     jobs = cli("sweep", "--jobs", "0")
     assert jobs.returncode == 2 and "--jobs must be at least 1" in jobs.stderr
     shown = cli("sweep", "--show", "gen:4")

@@ -216,9 +216,16 @@ def cmd_sweep(args: argparse.Namespace) -> int:
         print(f"npu-fixes sweep: {'; '.join(problems)}", file=sys.stderr)
         return EXIT_USAGE
     base = corpus.CI if args.corpus == "ci" else corpus.FULL
+    dtypes = tuple(d.strip() for d in args.dtypes.split(",") if d.strip()) if args.dtypes else base.dtypes
+    unknown = [d for d in dtypes if d not in corpus.DTYPES]
+    if unknown or not dtypes:
+        print(f"npu-fixes sweep: --dtypes {args.dtypes}: choose from {', '.join(corpus.DTYPES)}", file=sys.stderr)
+        return EXIT_USAGE
     selection = dataclasses.replace(
         base, **{k: v for k, v in (("per_op", args.per_op), ("programs", args.programs)) if v is not None},
-        ops=tuple(o.strip() for o in args.ops.split(",") if o.strip()) if args.ops else base.ops)
+        ops=tuple(o.strip() for o in args.ops.split(",") if o.strip()) if args.ops else base.ops,
+        dtypes=dtypes, backward=base.backward and not args.forward_only,
+        dynamic=base.dynamic and not args.static_only)
     try:
         location = args.torch_npu or _installed_torch_npu()
         if args.samples:
@@ -325,6 +332,10 @@ def build_parser() -> argparse.ArgumentParser:
     swp.add_argument("--per-op", type=int, metavar="N", help="OpInfo samples per op and dtype")
     swp.add_argument("--programs", type=int, metavar="N", help="how many generated programs")
     swp.add_argument("--ops", metavar="NAMES", help="only these OpInfo ops (comma-separated)")
+    swp.add_argument("--dtypes", metavar="NAMES", help="only these OpInfo dtypes (comma-separated; "
+                     "default: float32, bfloat16, int64, bool)")
+    swp.add_argument("--forward-only", action="store_true", help="no backward samples")
+    swp.add_argument("--static-only", action="store_true", help="no dynamic-shape samples")
     swp.add_argument("--samples", metavar="IDS", help="only these sample ids (comma-separated)")
     swp.add_argument("--show", metavar="ID",
                      help="print sample ID as a program that compares compiled and eager")
