@@ -62,8 +62,11 @@ def expected_needed(row: Row) -> frozenset[str] | None:
 
 
 def expected_absent(row: Row) -> frozenset[str]:
-    """The fixes whose target code ``row`` lacks (a tree of the user's own: unknown, empty)."""
-    return genuine_states.absent_at(row.label) if row.kind == "genuine" else frozenset()
+    """The fixes whose target code ``row`` lacks (a tree of the user's own: unknown, empty; a
+    prefix copy: its wheel's)."""
+    if row.kind == "prefix":
+        return genuine_states.absent_at("2.13.0")
+    return genuine_states.absent_at(row.label) if row.kind in ("genuine", "wheel") else frozenset()
 
 
 def test_audit_of_the_installed_torch_npu(row):

@@ -56,6 +56,7 @@ MODULES = (
     "view_lowerings",
     "int64_minmax_identity",
     "widened_load_tail",
+    "empty_cat_input",
     "te_parallel_ce",
 )
 

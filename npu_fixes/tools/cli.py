@@ -219,7 +219,8 @@ def cmd_sweep(args: argparse.Namespace) -> int:
     dtypes = tuple(d.strip() for d in args.dtypes.split(",") if d.strip()) if args.dtypes else base.dtypes
     unknown = [d for d in dtypes if d not in corpus.DTYPES]
     if unknown or not dtypes:
-        print(f"npu-fixes sweep: --dtypes {args.dtypes}: choose from {', '.join(corpus.DTYPES)}", file=sys.stderr)
+        print(f"npu-fixes sweep: --dtypes {args.dtypes}: choose from {', '.join(corpus.DTYPES)}",
+              file=sys.stderr)
         return EXIT_USAGE
     selection = dataclasses.replace(
         base, **{k: v for k, v in (("per_op", args.per_op), ("programs", args.programs)) if v is not None},

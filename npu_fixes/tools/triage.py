@@ -36,16 +36,6 @@ CLASSES = (
         "broadcast_to, broadcast_tensors) from a compiled function raises PyTorch's refusal to write "
         "into overlapping memory at run time; float32 passes. Workaround: return .clone() of it",
     ),
-    FailureClass(
-        "empty-size-modulo",
-        "defect",
-        "compile-error",
-        r"ZeroDivisionError: Modulo by zero",
-        "",
-        "at 8bfbb9ed1 only, loud: compiling a graph with a tensor of no elements (tril_indices or "
-        "triu_indices of an empty range, torch.cat of empty tensors) divides by its zero size in the "
-        "backend's lowering (sympy Mod(..., 0)); later states compile them. Workaround: upgrade torch_npu",
-    ),
 )
 
 
