@@ -53,6 +53,9 @@ def readme(rows: list[tuple[str, dict, float]], extra: list[str], today: str, co
 
 def main(argv: list[str]) -> int:
     split = argv.index("--") if "--" in argv else len(argv)
+    if not argv[:split] or not all("=" in a for a in argv[:split]):
+        print(__doc__.strip().splitlines()[-1], file=sys.stderr)
+        return 2
     states = dict(a.split("=", 1) for a in argv[:split])
     extra = argv[split + 1 :]
     commit = (

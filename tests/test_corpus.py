@@ -9,13 +9,19 @@ import torch
 from npu_fixes.tools import corpus
 
 
-def test_a_generated_program_is_the_same_for_its_seed_whatever_the_size_cap():
-    assert corpus.generated(58) == corpus.generated(58)
+def test_a_size_cap_picks_programs_without_changing_them():
+    """A cap keeps the seeds whose program is small enough, in order: the same ids as the
+    uncapped sequence filtered by size, so an id names one program under any cap."""
     small = list(corpus.generated_ids(corpus.Selection(programs=30, max_numel=1 << 12)))
-    large = list(corpus.generated_ids(corpus.Selection(programs=30, max_numel=1 << 20)))
-    assert len(small) == len(large) == 30
-    assert all(corpus.generated(int(i.split(":")[1])).numel <= 1 << 12 for i in small)
-    assert set(small) & set(large), "a seed under both caps is one program"
+    large = list(corpus.generated_ids(corpus.Selection(programs=300, max_numel=1 << 20)))
+    assert len(small) == 30
+    assert small == [i for i in large if corpus.generated(int(i[4:])).numel <= 1 << 12][:30]
+
+
+def test_generated_programs_run_in_eager():
+    for sample_id in corpus.generated_ids(corpus.Selection(programs=60, max_numel=1 << 14)):
+        s = corpus.sample(sample_id)
+        s.fn(*s.args)
 
 
 @pytest.mark.parametrize(
@@ -29,10 +35,16 @@ def test_a_sample_is_rebuilt_with_the_same_inputs(sample_id):
         assert torch.equal(a, b) if isinstance(a, torch.Tensor) else a == b
 
 
-def test_an_unknown_id_names_the_formats():
-    for bad in ("gen:x", "opinfo:no-such-op:-:float32:fwd:static:0", "nonsense"):
-        with pytest.raises(ValueError, match=r"no sample id of the corpus \(opinfo:<op>"):
-            corpus.sample(bad)
+@pytest.mark.parametrize(("bad", "why"), [
+    ("gen:x", "unknown form"), ("nonsense", "unknown form"),
+    ("opinfo:no-such-op:-:float32:fwd:static:0", "no OpInfo op 'no-such-op'"),
+    ("opinfo:sum:-:float16:fwd:static:0", "dtype 'float16' is none of"),
+    ("opinfo:sum:-:float32:up:static:0", "direction 'up' is none of fwd, bwd"),
+    ("opinfo:sum:-:float32:fwd:static:999", "sum has 20 samples in float32 fwd, not 1000"),
+])
+def test_an_unknown_id_says_why_and_names_the_formats(bad, why):
+    with pytest.raises(ValueError, match=rf"is no sample id of the corpus \({why}.*ids are opinfo:<op>"):
+        corpus.sample(bad)
 
 
 @pytest.mark.parametrize("sample_id", ["gen:1", "gen:11", "opinfo:sum:-:float32:bwd:static:0"])

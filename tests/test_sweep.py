@@ -83,3 +83,40 @@ def test_npu_fixes_repairs_what_fails_as_built(reports, state):
     assert failing["fixed"] < failing["built"]
     int64_minmax = {"opinfo:aminmax:-:int64:fwd:static:0", "opinfo:max:reduction_no_dim:int64:fwd:static:0"}
     assert int64_minmax <= failing["built"] and not int64_minmax & failing["fixed"]
+
+
+def _unit_records(ids: list[str], monkeypatch, timeout: float = 30) -> dict[str, dict]:
+    monkeypatch.setattr(sweep, "WORKER", "tests.sweep_stub_worker")
+    records: dict[str, dict] = {}
+    sweep._run_unit(sweep.Unit("fixed", ids), "nowhere", timeout, lambda c, i, r: records.__setitem__(i, r))
+    return records
+
+
+def test_a_worker_that_dies_costs_only_its_sample(monkeypatch):
+    records = _unit_records(["ok-1", "noise-2", "crash", "ok-3"], monkeypatch)
+    assert records["ok-1"]["outcome"] == records["noise-2"]["outcome"] == records["ok-3"]["outcome"] == "pass"
+    assert records["crash"] == {"outcome": "run-time-error",
+                                "detail": "the worker exited (139): Segmentation fault in the kernel"}
+
+
+def test_a_worker_that_hangs_is_stopped_and_the_rest_runs(monkeypatch):
+    records = _unit_records(["ok-1", "hang", "ok-2"], monkeypatch, timeout=3)
+    assert records["hang"] == {"outcome": "run-time-error", "detail": "no result within 3 s"}
+    assert records["ok-1"]["outcome"] == records["ok-2"]["outcome"] == "pass"
+
+
+def test_a_worker_that_cannot_start_stops_the_sweep(monkeypatch):
+    with pytest.raises(sweep.WorkerFailed, match="before any result: cannot load the backend here"):
+        _unit_records(["refuse", "ok-1"], monkeypatch)
+
+
+def test_report_counts_regressions_and_unexplained_failures():
+    records = {"a": {"built": {"outcome": "pass"}, "fixed": {"outcome": "wrong", "detail": "x"}},
+               "b": {"built": {"outcome": "wrong", "detail": "x"}, "fixed": {"outcome": "pass"}},
+               "c": {"built": {"outcome": "pass"}, "fixed": {"outcome": "harness-limit", "limit": "bool-scalar"}}}
+    report = sweep.Report("here", "three samples", records)
+    assert report.regressions() == ["a"] and report.silent() == ["a"] and report.unexplained() == ["a"]
+    text = sweep.summary(report)
+    assert "passes as built, fails with npu_fixes (1):\n  a: wrong [UNEXPLAINED]: x" in text
+    assert text.count("  a: wrong") == 1, "a regression is listed once"
+    assert "bool-scalar: 1 samples" in text

@@ -68,8 +68,9 @@ def probe(module: types.ModuleType) -> Probe:
             for i in range(2)]
         ranges = _cat_ranges(getattr(module, TARGET)(inputs, 0))
     if ranges is not None and all(start == end for start, end in ranges):
-        return Probe(True, f"a concat of two empty inputs is a loop concat of width 0 (ranges "
-                           f"{list(ranges)}): its code divides by the width (ZeroDivisionError: Modulo by zero)")
+        width = f"a loop concat of width 0 (ranges {list(ranges)})"
+        return Probe(True, f"a concat of two empty inputs is {width}: its code divides by the width "
+                           "(ZeroDivisionError: Modulo by zero)")
     return Probe(False, "a concat of empty inputs is no loop concat of width 0")
 
 

@@ -64,7 +64,8 @@ def narrowed(dtype: Any, src_dtype: Any, reduction_type: str) -> tuple[Any, Any]
 
     if reduction_type not in MINMAX or src_dtype != torch.int64:
         return dtype, src_dtype
-    return (torch.int32 if dtype == src_dtype else dtype), torch.int32
+    index = reduction_type in ("argmax", "argmin")
+    return (dtype if index else torch.int32), torch.int32
 
 
 def probe(module: types.ModuleType) -> Probe:

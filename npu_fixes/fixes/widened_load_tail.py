@@ -98,6 +98,8 @@ def _bound_select(line: str, widths: dict[str, int]) -> str:
     if constant is None or constant % width == 0:
         return line
     bound = f"{lane} < {width - constant % width}"
+    if bound in line:  # bounded by an earlier pass over the body
+        return line
     if len(load.args) > 1:
         load.args[1] = ast.parse(f"({ast.unparse(load.args[1])}) & ({bound})", mode="eval").body
     else:

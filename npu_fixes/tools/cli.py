@@ -230,15 +230,18 @@ def cmd_sweep(args: argparse.Namespace) -> int:
     try:
         location = args.torch_npu or _installed_torch_npu()
         if args.samples:
-            ids = [i.strip() for i in args.samples.split(",") if i.strip()]
+            ids = list(dict.fromkeys(i.strip() for i in args.samples.split(",") if i.strip()))
             for sample_id in ids:
                 corpus.sample(sample_id)
         else:
+            unknown_ops = sorted(set(selection.ops) - corpus.op_names())
+            if unknown_ops:
+                raise ValueError(f"--ops: no OpInfo op named {', '.join(unknown_ops)}")
             ids = corpus.ids(selection)
-        if args.ops and not any(i.startswith("opinfo:") for i in ids):
-            raise ValueError(f"--ops {args.ops}: no OpInfo op of that name takes the corpus' dtypes on CPU")
+        if not ids:
+            raise ValueError("the selection holds no sample")
         host.load(location)  # a path that holds no torch_npu stops here, not in every worker
-    except (accuracy.SetupError, ValueError, host.NotTorchNpu) as exc:
+    except (accuracy.SetupError, ValueError, host.NotTorchNpu, host.RealTorchNpuLoaded) as exc:
         print(f"npu-fixes sweep: {exc}", file=sys.stderr)
         return EXIT_USAGE
     bar = accuracy.Progress(len(ids) * 2)
@@ -249,8 +252,13 @@ def cmd_sweep(args: argparse.Namespace) -> int:
         bar.draw()
 
     label = f"the samples given ({len(ids)})" if args.samples else selection.label()
-    report = sweep.sweep(str(location), ids, label, args.jobs or os.cpu_count() or 1, args.timeout,
-                         progress=progress)
+    try:
+        report = sweep.sweep(str(location), ids, label, args.jobs or os.cpu_count() or 1, args.timeout,
+                             progress=progress)
+    except sweep.WorkerFailed as exc:
+        bar.close()
+        print(f"npu-fixes sweep: {exc}", file=sys.stderr)
+        return EXIT_USAGE
     bar.close()
     if args.json:
         print(json.dumps(report.as_dict(), indent=2))
@@ -335,14 +343,15 @@ def build_parser() -> argparse.ArgumentParser:
     swp.add_argument("--ops", metavar="NAMES", help="only these OpInfo ops (comma-separated)")
     swp.add_argument("--dtypes", metavar="NAMES", help="only these OpInfo dtypes (comma-separated; "
                      "default: float32, bfloat16, int64, bool)")
-    swp.add_argument("--forward-only", action="store_true", help="no backward samples")
-    swp.add_argument("--static-only", action="store_true", help="no dynamic-shape samples")
-    swp.add_argument("--samples", metavar="IDS", help="only these sample ids (comma-separated)")
+    swp.add_argument("--forward-only", action="store_true", help="no backward OpInfo samples")
+    swp.add_argument("--static-only", action="store_true", help="no dynamic-shape OpInfo samples")
+    swp.add_argument("--samples", metavar="IDS", help="only these sample ids (comma-separated; "
+                     "the options that choose a part of the corpus are then not used)")
     swp.add_argument("--show", metavar="ID",
                      help="print sample ID as a program that compares compiled and eager")
     swp.add_argument("--jobs", type=int, metavar="N", help="worker processes (default: one per core)")
     swp.add_argument("--timeout", type=float, default=300.0, metavar="S",
-                     help="seconds one sample may take (default 300)")
+                     help="seconds a worker may go without a result, its start included (default 300)")
     swp.add_argument("--json", action="store_true", help="print JSON: counts and every sample's record")
     swp.set_defaults(func=cmd_sweep)
     return parser

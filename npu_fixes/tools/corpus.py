@@ -75,11 +75,12 @@ class Selection:
     ops: tuple[str, ...] = ()  # OpInfo op names (full names); empty: every op
 
     def label(self) -> str:
+        ops = f"{len(self.ops)} OpInfo ops" if self.ops else "every OpInfo op"
         return (
-            f"{self.per_op} OpInfo samples per op and dtype ({', '.join(self.dtypes)}; "
+            f"{ops}, up to {self.per_op} samples per op and dtype ({', '.join(self.dtypes)}; "
             f"{'forward and backward' if self.backward else 'forward'}; "
             f"{'static and dynamic' if self.dynamic else 'static'} shapes), "
-            f"{self.programs} generated programs (at most {self.max_numel} elements)"
+            f"{self.programs} generated programs (at most {self.max_numel} elements, about a quarter dynamic)"
         )
 
 
@@ -132,7 +133,7 @@ CI_OPS = (
     "where",
     "xlogy",
 )
-#: The part of the corpus CI runs at three states (``nox -s sweep-ci``).
+#: The part of the corpus CI runs at three states (``tests/test_sweep.py``).
 CI = Selection(
     per_op=1,
     dtypes=("float32", "int64"),
@@ -153,6 +154,11 @@ def _op_db() -> dict[tuple[str, str], Any]:
     from torch.testing._internal.common_methods_invocations import op_db
 
     return {(op.name, op.variant_test_name or "-"): op for op in op_db}
+
+
+def op_names() -> set[str]:
+    """The names of the OpInfo ops."""
+    return {name for name, _ in _op_db()}
 
 
 def _op_samples(op: Any, dtype_name: str, backward: bool) -> list[Any]:
@@ -178,31 +184,42 @@ def opinfo_ids(selection: Selection) -> Iterator[str]:
             directions = ["fwd"] + (
                 ["bwd"] if selection.backward and floating and op.supports_autograd else []
             )
-            try:
-                count = min(selection.per_op, len(_op_samples(op, dtype, False)))
-            except Exception:  # noqa: BLE001 - an op whose samples cannot be drawn here has none
-                continue
             for direction in directions:
+                try:
+                    count = min(selection.per_op, len(_op_samples(op, dtype, direction == "bwd")))
+                except Exception:  # noqa: BLE001 - an op whose samples cannot be drawn here has none
+                    continue
                 for mode in ("static", "dynamic") if selection.dynamic else ("static",):
                     for n in range(count):
                         yield f"opinfo:{name}:{variant}:{dtype}:{direction}:{mode}:{n}"
 
 
 def _opinfo_sample(sample_id: str) -> Sample:
-    _, name, variant, dtype, direction, mode, n = sample_id.split(":")
-    op = _op_db()[(name, variant)]
-    backward = direction == "bwd"
-    sample = _op_samples(op, dtype, backward)[int(n)]
+    fields = sample_id.split(":")
+    if len(fields) != 7:
+        raise ValueError("an OpInfo id has 7 fields")
+    _, name, variant, dtype, direction, mode, n = fields
+    for field, value, allowed in (
+        ("dtype", dtype, DTYPES),
+        ("direction", direction, ("fwd", "bwd")),
+        ("shape mode", mode, ("static", "dynamic")),
+    ):
+        if value not in allowed:
+            raise ValueError(f"{field} {value!r} is none of {', '.join(allowed)}")
+    if (name, variant) not in _op_db():
+        raise ValueError(f"no OpInfo op {name!r} of variant {variant!r}")
+    if not n.isdigit():
+        raise ValueError(f"sample number {n!r} is no number")
+    op, backward = _op_db()[(name, variant)], direction == "bwd"
+    samples = _op_samples(op, dtype, backward)
+    if int(n) >= len(samples):
+        raise ValueError(f"{name} has {len(samples)} samples in {dtype} {direction}, not {int(n) + 1}")
+    sample = samples[int(n)]
     args, kwargs = (sample.input, *sample.args), dict(sample.kwargs)
-    if sample.output_process_fn_grad is not None:
-        process = sample.output_process_fn_grad
+    process = sample.output_process_fn_grad  # the identity unless the op says otherwise
 
-        def fn(*a: Any, **k: Any) -> Any:
-            return process(op(*a, **k))
-    else:
-
-        def fn(*a: Any, **k: Any) -> Any:
-            return op(*a, **k)
+    def fn(*a: Any, **k: Any) -> Any:
+        return process(op(*a, **k))
 
     suffix = "" if variant == "-" else f" (variant {variant})"
     source = (
@@ -212,7 +229,7 @@ def _opinfo_sample(sample_id: str) -> Sample:
         f"op = next(o for o in op_db if o.name == {name!r} and (o.variant_test_name or '-') == {variant!r})\n"
         f"torch.manual_seed(0)\n"
         f"s = list(op.sample_inputs('cpu', torch.{dtype}, requires_grad={backward}))[{n}]\n"
-        "fn = (lambda *a, **k: s.output_process_fn_grad(op(*a, **k))) if s.output_process_fn_grad else op\n"
+        "fn = lambda *a, **k: s.output_process_fn_grad(op(*a, **k))\n"
         "args, kwargs = (s.input, *s.args), dict(s.kwargs)\n"
     )
     return Sample(sample_id, fn, args, kwargs, mode == "dynamic", backward, source)
@@ -292,7 +309,12 @@ def _view_step(shape: list[int], rng: random.Random) -> tuple[str, list[int]] | 
 
 
 _REDUCTIONS = ("sum", "mean", "amax", "amin", "prod", "argmax")
-_EPILOGUES = ("r = r * 2 + 1", "r = r - r.float().mean()", "r = torch.where(r > 0, r, -r)")
+#: Epilogues after a reduction (its result made a number first: a bool ``amax`` has no ``-``).
+_EPILOGUES = (
+    "r = r * 2 + 1",
+    "r = r.float() - r.float().mean()",
+    "r = r.float()\n    r = torch.where(r > 0, r, -r)",
+)
 _INPUT_DTYPES = ("float32", "float32", "float32", "int64", "int32", "bool")
 
 
@@ -329,7 +351,7 @@ def generated(seed: int) -> Program:
         lines.append(line)
     if dtype != "bool" and rng.random() < 0.25:  # a mask, as labels != -100
         lines.append(rng.choice(["y = (y != 0)", "y = torch.where(y > 0, y, 0)"]))
-    if shape and rng.random() < 0.2:
+    if rng.random() < 0.2:
         dim = rng.randrange(len(shape))
         if shape[dim] >= 2:
             begin, stride = rng.randrange(shape[dim] // 2), rng.choice([1, 2])
@@ -337,7 +359,7 @@ def generated(seed: int) -> Program:
             lines.append(
                 f"y = torch.slice_scatter(y, torch.ones_like(y[{view}]), {dim}, {begin}, None, {stride})"
             )
-    reduction = rng.choice((*_REDUCTIONS, None)) if shape else None
+    reduction = rng.choice((*_REDUCTIONS, None))
     if reduction is None:
         lines.append(
             rng.choice(["return y * 2", "return y.contiguous()", "return y + 1", "return y.clone()"])
@@ -398,16 +420,17 @@ def ids(selection: Selection) -> list[str]:
 
 def sample(sample_id: str) -> Sample:
     """The sample ``sample_id`` rebuilt (``ValueError`` for an id no corpus holds)."""
-    kind = sample_id.split(":", 1)[0]
+    kind, _, seed = sample_id.partition(":")
     try:
         if kind == "opinfo":
             return _opinfo_sample(sample_id)
-        if kind == "gen":
+        if kind == "gen" and seed.isdigit():
             return _generated_sample(sample_id)
-    except (KeyError, IndexError, ValueError):
-        pass
+        why = "unknown form"
+    except ValueError as exc:
+        why = str(exc)
     raise ValueError(
-        f"{sample_id!r} is no sample id of the corpus (opinfo:<op>:<variant>:<dtype>:"
+        f"{sample_id!r} is no sample id of the corpus ({why}; ids are opinfo:<op>:<variant>:<dtype>:"
         "<fwd|bwd>:<static|dynamic>:<n> or gen:<seed>)"
     )
 

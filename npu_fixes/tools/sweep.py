@@ -4,25 +4,28 @@ and with npu_fixes, sample by sample.
 
 Worker processes (one per core) each host-load the backend once and run a chunk of
 samples as built or with npu_fixes, printing one JSON line per sample; a worker that
-dies or stops answering costs only its sample (outcome ``run-time error``), the rest of
-its chunk goes to a fresh one. Each compiled sample runs twice: programs in row-major
-order, then in reverse, so that a result that depends on the order shows.
+dies or stops answering costs only its sample (outcome ``run-time-error``), the rest of
+its chunk goes to a fresh one. A compiled sample that launched kernels and equals eager
+runs again with each launch's programs in reverse order, so that a result that depends on
+the order shows.
 
 Outcomes (:data:`OUTCOMES`): ``pass``; ``no-kernel`` (equal, but only fallbacks ran: the
-backend generated nothing to judge); ``wrong``; ``out-of-bounds`` (a kernel read or wrote
-outside its buffers: silent on a device); ``compile-error``; ``run-time-error``;
+backend generated nothing to judge); ``wrong`` (also a kernel constant its type cannot
+hold); ``out-of-bounds`` (a kernel read or wrote outside its buffers: silent on a device);
+``compile-error``; ``run-time-error``;
 ``harness-limit`` (what Triton's interpreter cannot run or judge, :data:`HARNESS_LIMITS`);
 ``skipped`` (eager itself fails or is not deterministic: no reference).
 """
 
 from __future__ import annotations
 
+import collections
 import dataclasses
 import json
 import math
 import os
+import queue
 import re
-import select
 import subprocess
 import sys
 import tempfile
@@ -56,11 +59,12 @@ BF16_ROUNDING_SPAN = 8
 
 @dataclasses.dataclass(frozen=True)
 class HarnessLimit:
-    """What Triton's interpreter on CPU cannot run or judge: an error it raises where a
-    device would not (``pattern`` matched against the innermost error), and why."""
+    """What Triton's interpreter on CPU cannot run or judge, and why: an error it raises where
+    a device would not (``pattern``, matched against the innermost error), or a difference
+    it makes (no pattern: named by :func:`run_sample`)."""
 
     name: str
-    pattern: str
+    pattern: str | None
     reason: str
 
 
@@ -72,7 +76,7 @@ HARNESS_LIMITS = (
     ),
     HarnessLimit(
         "bf16-rounding",
-        r"^bf16-rounding$",
+        None,
         f"the interpreter casts to bfloat16 by truncation, a device rounds to nearest: a "
         f"bfloat16 result within {BF16_ROUNDING_SPAN} times bfloat16's tolerance is not judged",
     ),
@@ -147,11 +151,10 @@ def difference(expected: list[Any], actual: list[Any]) -> tuple[str | None, floa
         return f"{len(actual)} results for {len(expected)}", math.inf
     worst, why = 0.0, None
     for i, (e, a) in enumerate(zip(expected, actual, strict=True)):
-        if not isinstance(e, torch.Tensor) or not isinstance(a, torch.Tensor):
-            same = e == a or (
-                isinstance(e, float) and isinstance(a, float) and math.isnan(e) and math.isnan(a)
-            )
-            if not same and (isinstance(e, torch.Tensor) or isinstance(a, torch.Tensor) or e != a):
+        tensors = isinstance(e, torch.Tensor), isinstance(a, torch.Tensor)
+        if tensors != (True, True):
+            both_nan = isinstance(e, float) and isinstance(a, float) and math.isnan(e) and math.isnan(a)
+            if any(tensors) or not (both_nan or type(e) is type(a) and e == a):
                 return f"result {i}: {a!r} for {e!r}", math.inf
             continue
         if e.shape != a.shape or e.dtype != a.dtype:
@@ -197,7 +200,7 @@ def _error_text(exc: BaseException) -> str:
 
 
 def _limit(text: str) -> HarnessLimit | None:
-    return next((h for h in HARNESS_LIMITS if re.search(h.pattern, text)), None)
+    return next((h for h in HARNESS_LIMITS if h.pattern and re.search(h.pattern, text)), None)
 
 
 def _compile_stage(exc: BaseException) -> bool:
@@ -280,8 +283,12 @@ def worker(location: str, with_fixes: bool, ids: Sequence[str]) -> None:
     warnings.filterwarnings("ignore")
     logging.getLogger("torch").setLevel(logging.CRITICAL)
     torch.set_num_threads(1)
-    out = sys.stdout
-    sys.stdout = sys.stderr  # what the compiled code prints is not a result
+    # Results go to a descriptor of their own: whatever the compiled code or native code
+    # prints (Python's stdout, file descriptor 1) goes to stderr.
+    sys.stdout.flush()
+    out = os.fdopen(os.dup(1), "w")
+    os.dup2(2, 1)
+    sys.stdout = sys.stderr
     accuracy.configure(None)
     codegen = accuracy.load_interpreted(location, with_fixes)
     order = ProgramOrder()
@@ -303,14 +310,31 @@ def worker(location: str, with_fixes: bool, ids: Sequence[str]) -> None:
 # --- the sweep ---------------------------------------------------------------------------------
 
 
+class WorkerFailed(RuntimeError):
+    """A worker process that exits before its first result: the backend cannot be run here."""
+
+
 @dataclasses.dataclass
 class Unit:
     config: str
     ids: list[str]
 
 
+#: The module a worker process runs (``python -m``); tests name a stand-in.
+WORKER = "npu_fixes.tools.sweep"
+
+
+def _lines(stream: Any, into: queue.Queue) -> None:
+    """Each line of ``stream`` put into ``into``, then None at its end."""
+    for line in stream:
+        into.put(line)
+    into.put(None)
+
+
 def _run_unit(unit: Unit, location: str, timeout: float, done: Callable[[str, str, dict], None]) -> None:
-    """Run ``unit`` in worker processes until every sample has a record."""
+    """Run ``unit`` in worker processes until every sample has a record: a worker that
+    exits or answers nothing for ``timeout`` seconds costs the sample it was running, a
+    fresh one takes the rest; :class:`WorkerFailed` where one exits before any result."""
     pending = list(unit.ids)
     env = dict(os.environ, TORCH_DEVICE_BACKEND_AUTOLOAD="0", OMP_NUM_THREADS="1")
     if unit.config == "built":
@@ -319,40 +343,59 @@ def _run_unit(unit: Unit, location: str, timeout: float, done: Callable[[str, st
         with tempfile.NamedTemporaryFile("w", suffix=".json", delete=False) as spec:
             json.dump({"location": location, "with_fixes": unit.config == "fixed", "ids": pending}, spec)
         proc = subprocess.Popen(
-            [sys.executable, "-m", "npu_fixes.tools.sweep", spec.name],
+            [sys.executable, "-m", WORKER, spec.name],
             env=env,
             stdout=subprocess.PIPE,
             stderr=subprocess.PIPE,
             text=True,
+            errors="replace",
         )
-        errors: list[str] = []
-        drain = threading.Thread(target=errors.extend, args=(proc.stderr,), daemon=True)
-        drain.start()
-        started = time.monotonic()
-        while pending:
-            ready, _, _ = select.select([proc.stdout], [], [], 5.0)
-            if ready:
-                line = proc.stdout.readline()
-                if not line:
+        results: queue.Queue = queue.Queue()
+        errors: collections.deque = collections.deque(maxlen=50)
+        readers = [
+            threading.Thread(target=_lines, args=(proc.stdout, results), daemon=True),
+            threading.Thread(target=errors.extend, args=(proc.stderr,), daemon=True),
+        ]
+        for reader in readers:
+            reader.start()
+        answered = timed_out = False
+        try:
+            while pending:
+                try:
+                    line = results.get(timeout=timeout)
+                except queue.Empty:
+                    timed_out = True
                     break
-                record = json.loads(line)
-                pending.remove(record["id"])
-                done(unit.config, record.pop("id"), record)
-                started = time.monotonic()
-            elif time.monotonic() - started > timeout:
+                if line is None:
+                    break
+                try:
+                    record = json.loads(line)
+                    sample_id = record.pop("id")
+                    pending.remove(sample_id)
+                except (ValueError, KeyError, AttributeError):
+                    continue  # not a result line
+                answered = True
+                done(unit.config, sample_id, record)
+        finally:
+            if proc.poll() is None:
                 proc.kill()
-                break
-        proc.wait()
-        drain.join(timeout=5)
-        os.unlink(spec.name)
-        if pending:  # the worker died or hung on pending[0]
-            stuck = pending.pop(0)
-            why = (
-                f"no result within {timeout:.0f} s"
-                if proc.returncode == -9
-                else f"the worker exited ({proc.returncode}): {_last_error(errors)}"
+            proc.wait()
+            for reader in readers:
+                reader.join(timeout=5)
+            os.unlink(spec.name)
+        if not pending:
+            return
+        if not answered and not timed_out and proc.returncode != 0:
+            raise WorkerFailed(
+                f"a worker exited ({proc.returncode}) before any result: {_last_error(errors)}"
             )
-            done(unit.config, stuck, {"outcome": "run-time-error", "detail": why})
+        stuck = pending.pop(0)
+        why = (
+            f"no result within {timeout:.0f} s"
+            if timed_out
+            else f"the worker exited ({proc.returncode}): {_last_error(errors)}"
+        )
+        done(unit.config, stuck, {"outcome": "run-time-error", "detail": why})
 
 
 def _last_error(lines: Sequence[str]) -> str:
@@ -368,18 +411,17 @@ class Report:
     records: dict[str, dict[str, dict]]
 
     def counts(self, config: str) -> Counter:
-        return Counter(r[config]["outcome"] for r in self.records.values() if config in r)
+        return Counter(r[config]["outcome"] for r in self.records.values())
 
     def failing(self, config: str = "fixed") -> list[str]:
-        return [i for i, r in self.records.items() if r.get(config, {}).get("outcome") in FAILING]
+        return [i for i, r in self.records.items() if r[config]["outcome"] in FAILING]
 
     def regressions(self) -> list[str]:
-        """Samples that pass as built and fail with npu_fixes."""
+        """Samples that pass as built and fail with npu_fixes (a failing outcome)."""
         return [
             i
             for i, r in self.records.items()
-            if r.get("built", {}).get("outcome") in ("pass", "no-kernel")
-            and r.get("fixed", {}).get("outcome") not in ("pass", "no-kernel")
+            if r["built"]["outcome"] in ("pass", "no-kernel") and r["fixed"]["outcome"] in FAILING
         ]
 
     def unexplained(self) -> list[str]:
@@ -387,7 +429,7 @@ class Report:
         return [i for i in self.failing() if triage.classify(self.records[i]["fixed"]) is None]
 
     def silent(self) -> list[str]:
-        return [i for i, r in self.records.items() if r.get("fixed", {}).get("outcome") in SILENT]
+        return [i for i, r in self.records.items() if r["fixed"]["outcome"] in SILENT]
 
     def as_dict(self) -> dict[str, Any]:
         return {
@@ -411,22 +453,21 @@ def sweep(
     label: str,
     jobs: int,
     timeout: float,
-    configs: Sequence[str] = CONFIGS,
     chunk: int = 200,
     progress: Callable[[int, int], None] = lambda done, total: None,
 ) -> Report:
     """Every sample of ``ids`` (a corpus described by ``label``) through the backend at
-    ``location`` in each of ``configs``, ``jobs`` workers at a time."""
+    ``location`` as built and with npu_fixes, ``jobs`` workers at a time."""
     from concurrent.futures import ThreadPoolExecutor
 
-    per_worker = max(1, min(chunk, math.ceil(len(ids) * len(configs) / max(jobs, 1))))
+    per_worker = max(1, min(chunk, math.ceil(len(ids) * len(CONFIGS) / max(jobs, 1))))
     units = [
         Unit(config, list(ids[i : i + per_worker]))
         for i in range(0, len(ids), per_worker)
-        for config in configs
+        for config in CONFIGS
     ]
     records: dict[str, dict[str, dict]] = {i: {} for i in ids}
-    lock, total = threading.Lock(), len(ids) * len(configs)
+    lock, total = threading.Lock(), len(ids) * len(CONFIGS)
     finished = [0]
 
     def done(config: str, sample_id: str, record: dict) -> None:
@@ -436,8 +477,13 @@ def sweep(
             progress(finished[0], total)
 
     with ThreadPoolExecutor(max_workers=jobs) as pool:
-        for future in [pool.submit(_run_unit, u, location, timeout, done) for u in units]:
-            future.result()
+        futures = [pool.submit(_run_unit, u, location, timeout, done) for u in units]
+        try:
+            for future in futures:
+                future.result()
+        except WorkerFailed:
+            pool.shutdown(cancel_futures=True)
+            raise
     return Report(location, label, records)
 
 
@@ -448,25 +494,23 @@ def main(argv: Sequence[str]) -> None:
     worker(spec["location"], spec["with_fixes"], spec["ids"])
 
 
-if __name__ == "__main__":
-    main(sys.argv[1:])
-
-
 def summary(report: Report) -> str:
-    """The counts per outcome as built and with npu_fixes, then every sample that fails
-    with npu_fixes or passes only as built."""
+    """The counts per outcome as built and with npu_fixes, then every sample that fails with
+    npu_fixes (first those that pass as built), each with its class."""
+    width = max(len(o) for o in OUTCOMES)
+    counts = {c: report.counts(c) for c in CONFIGS}
     lines = [
         f"torch_npu at {report.location}",
         f"corpus: {report.selection}; {len(report.records)} samples",
         "",
+        f"{'outcome':{width}}  as built  with npu_fixes",
     ]
-    width = max(len(o) for o in OUTCOMES)
-    counts = {c: report.counts(c) for c in CONFIGS}
-    lines.append(f"{'outcome':{width}}  as built  with npu_fixes")
-    lines += [f"{o:{width}}  {counts['built'][o]:8d}  {counts['fixed'][o]:12d}" for o in OUTCOMES]
+    lines += [f"{o:{width}}  {counts['built'][o]:8d}  {counts['fixed'][o]:13d}" for o in OUTCOMES]
+    regressions = report.regressions()
+    others = [i for i in report.failing() if i not in regressions]
     for title, ids in (
-        ("passes as built, fails with npu_fixes", report.regressions()),
-        ("fails with npu_fixes", report.failing()),
+        ("passes as built, fails with npu_fixes", regressions),
+        ("fails with npu_fixes", others),
     ):
         if ids:
             lines += ["", f"{title} ({len(ids)}):"]
@@ -481,14 +525,16 @@ def summary(report: Report) -> str:
     if classes:
         lines += ["", "known classes:"]
         lines += [f"  {c.name}: {c.verdict}" for c in sorted(classes, key=lambda c: c.name)]
-    limits = Counter(
-        r["fixed"].get("limit") for r in report.records.values() if "limit" in r.get("fixed", {})
-    )
+    limits = Counter(r["fixed"]["limit"] for r in report.records.values() if "limit" in r["fixed"])
     if limits:
-        lines += ["", "not judged here (limits of Triton's interpreter on CPU):"]
+        lines += ["", "not judged with npu_fixes (limits of Triton's interpreter on CPU):"]
         lines += [
             f"  {name}: {n} samples: {next(h.reason for h in HARNESS_LIMITS if h.name == name)}"
             for name, n in limits.most_common()
         ]
     lines += ["", "npu-fixes sweep --show ID prints a sample as a program."]
     return "\n".join(lines)
+
+
+if __name__ == "__main__":
+    main(sys.argv[1:])

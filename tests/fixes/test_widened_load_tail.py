@@ -46,3 +46,4 @@ def test_the_rules_mask_only_lanes_that_are_dropped():
     assert out[1] == ("    _es_full0 = tl.load(in_ptr0 + (3 + 4 * x0) + _es_lane0, x0mask & (_es_lane0 < 1), "
                       "eviction_policy='evict_last')")
     assert out[3] == body[3], "element 0 of a row: every lane lies in the row"
+    assert fix.bounded_selects(out) == out, "a second pass over the body adds nothing"

@@ -1,0 +1,30 @@
+"""A stand-in for the sweep's worker process (``npu_fixes.tools.sweep``), driven by its
+sample ids: ``ok-N`` answers pass, ``noise-N`` prints a line that is no result first,
+``crash`` exits with a message, ``hang`` sleeps, ``refuse`` exits at once (before any
+result) when it is the first id."""
+
+from __future__ import annotations
+
+import json
+import sys
+import time
+
+
+def main(spec_path: str) -> None:
+    with open(spec_path) as f:
+        ids = json.load(f)["ids"]
+    if ids[0] == "refuse":
+        sys.exit("cannot load the backend here")
+    for sample_id in ids:
+        if sample_id == "crash":
+            print("Segmentation fault in the kernel", file=sys.stderr, flush=True)
+            sys.exit(139)
+        if sample_id == "hang":
+            time.sleep(60)
+        if sample_id.startswith("noise"):
+            print("a native library says hello", flush=True)
+        print(json.dumps({"id": sample_id, "outcome": "pass", "kernels": 1}), flush=True)
+
+
+if __name__ == "__main__":
+    main(sys.argv[1])
