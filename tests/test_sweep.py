@@ -113,10 +113,14 @@ def test_a_worker_that_cannot_start_stops_the_sweep(monkeypatch):
 def test_report_counts_regressions_and_unexplained_failures():
     records = {"a": {"built": {"outcome": "pass"}, "fixed": {"outcome": "wrong", "detail": "x"}},
                "b": {"built": {"outcome": "wrong", "detail": "x"}, "fixed": {"outcome": "pass"}},
-               "c": {"built": {"outcome": "pass"}, "fixed": {"outcome": "harness-limit", "limit": "bool-scalar"}}}
-    report = sweep.Report("here", "three samples", records)
-    assert report.regressions() == ["a"] and report.silent() == ["a"] and report.unexplained() == ["a"]
+               "c": {"built": {"outcome": "pass"}, "fixed": {"outcome": "harness-limit", "limit": "bool-scalar"}},
+               "d": {"built": {"outcome": "compile-error", "detail": "y"},
+                     "fixed": {"outcome": "out-of-bounds", "detail": "z"}}}
+    report = sweep.Report("here", "four samples", records)
+    assert report.regressions() == ["a"] and report.worse() == ["d"]
+    assert report.silent() == ["a", "d"] and report.unexplained() == ["a", "d"]
     text = sweep.summary(report)
     assert "passes as built, fails with npu_fixes (1):\n  a: wrong [UNEXPLAINED]: x" in text
     assert text.count("  a: wrong") == 1, "a regression is listed once"
+    assert "an error as built, silently wrong with npu_fixes (1):\n  d: out-of-bounds" in text
     assert "bool-scalar: 1 samples" in text

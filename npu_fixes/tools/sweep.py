@@ -75,6 +75,12 @@ HARNESS_LIMITS = (
         "the interpreter refuses a 0-dim bool passed by value (a device takes it)",
     ),
     HarnessLimit(
+        "zero-dim-tensor",
+        r"invalid operands of type pointer<",
+        "the backend passes a 0-dim CPU tensor to its kernels by value; here every tensor is a CPU "
+        "tensor, so a 0-dim input or output that is a device tensor on an NPU is taken for a scalar",
+    ),
+    HarnessLimit(
         "bf16-rounding",
         None,
         f"the interpreter casts to bfloat16 by truncation, a device rounds to nearest: a "
@@ -424,6 +430,12 @@ class Report:
             if r["built"]["outcome"] in ("pass", "no-kernel") and r["fixed"]["outcome"] in FAILING
         ]
 
+    def worse(self) -> list[str]:
+        """Samples that fail loudly as built (an error) and silently with npu_fixes."""
+        loud = ("compile-error", "run-time-error")
+        return [i for i, r in self.records.items()
+                if r["built"]["outcome"] in loud and r["fixed"]["outcome"] in SILENT]
+
     def unexplained(self) -> list[str]:
         """Samples failing with npu_fixes that no class of :mod:`.triage` explains."""
         return [i for i in self.failing() if triage.classify(self.records[i]["fixed"]) is None]
@@ -439,6 +451,7 @@ class Report:
             "counts": {c: dict(self.counts(c)) for c in CONFIGS},
             "silent_with_npu_fixes": self.silent(),
             "regressions": self.regressions(),
+            "worse": self.worse(),
             "unexplained": self.unexplained(),
             "classes": {
                 i: getattr(triage.classify(self.records[i]["fixed"]), "name", None) for i in self.failing()
@@ -506,10 +519,11 @@ def summary(report: Report) -> str:
         f"{'outcome':{width}}  as built  with npu_fixes",
     ]
     lines += [f"{o:{width}}  {counts['built'][o]:8d}  {counts['fixed'][o]:13d}" for o in OUTCOMES]
-    regressions = report.regressions()
-    others = [i for i in report.failing() if i not in regressions]
+    regressions, worse = report.regressions(), report.worse()
+    others = [i for i in report.failing() if i not in regressions and i not in worse]
     for title, ids in (
         ("passes as built, fails with npu_fixes", regressions),
+        ("an error as built, silently wrong with npu_fixes", worse),
         ("fails with npu_fixes", others),
     ):
         if ids:
