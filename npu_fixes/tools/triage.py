@@ -32,17 +32,12 @@ CLASSES = (
         "run-time-error",
         r"more than one element of the written-to tensor refers to a single memory location",
         "",
-        "open (cause not found yet), loud: returning an expanded int64 tensor (expand, expand_as, "
-        "broadcast_to, broadcast_tensors) from a compiled function raises PyTorch's refusal to write "
-        "into overlapping memory at run time; float32 passes. Workaround: return .clone() of it",
-    ),
-    FailureClass(
-        "nd-reduction-unmasked-load", "defect", "out-of-bounds", r"OutOfBounds", r"r0_1_blk",
-        "open (not repaired yet), silent: a reduction over several axes whose input is a written view "
-        "(e.g. slice_scatter into a transposed view, then amax) loads its input with no mask on the split "
-        "reduction axes, past the buffer on the last tile; at 95c9094da and later and in both wheels (at "
-        "8bfbb9ed1 the same program first stops with 'Unregistered range symbol', which dualview-fold "
-        "repairs, and then reads past the buffer as the later states do)"),
+        "open (not repaired yet), loud: returning an expanded int64 tensor (expand, expand_as, "
+        "broadcast_to, broadcast_tensors) from a compiled function fails at run time: its output buffer "
+        "keeps the expand's overlapping strides, and the int32 boundary wrapper (upstream's, and "
+        "npu_fixes' downcast-strides, which keeps its write-back) copies the kernel's int32 result back "
+        "with copy_, which refuses a destination whose elements overlap; float32 needs no write-back. "
+        "Workaround: return .clone() of it"),
     FailureClass(
         "dynamic-r0-index", "defect", "compile-error", r"NameError: name 'r0_index' is not defined", "",
         "at every public commit, loud: a reduction over a view reshaped to sizes passed as arguments "
