@@ -24,6 +24,7 @@ from typing import Any
 from ..shim.catalogue import About
 from ..shim.fix import Fix, Probe
 from ..shim.patcher import Patcher
+from .shared.codegen_kernel import cpu_graph
 
 TARGET = "npu_cat_loop"
 
@@ -57,12 +58,8 @@ def probe(module: types.ModuleType) -> Probe:
     """The live lowering of a concat of two empty inputs."""
     import torch
     from torch._inductor import ir
-    from torch._inductor.graph import GraphLowering
-    from torch._inductor.virtualized import V
 
-    graph = GraphLowering(torch.fx.symbolic_trace(torch.nn.Identity()))
-    graph.current_device = torch.device("cpu")
-    with V.set_graph_handler(graph):
+    with cpu_graph():
         inputs = [ir.TensorBox.create(ir.InputBuffer(
             name=f"probe_{i}", layout=ir.FixedLayout(torch.device("cpu"), torch.float32, [0, 3])))
             for i in range(2)]

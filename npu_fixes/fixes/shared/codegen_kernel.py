@@ -1,5 +1,7 @@
-"""A CPU codegen kernel: a real ``NPUTritonKernel`` built without an NPU, to ask its live
-methods about indexes (slice-scatter-offset, split-fused-fixpoint)."""
+"""A CPU graph and codegen kernels: a real ``NPUTritonKernel`` built without an NPU, to ask
+its live methods about indexes and reductions (slice-scatter-offset, split-fused-fixpoint,
+widened-load-tail, int64-minmax-identity), and a graph to run a live lowering in
+(empty-cat-input)."""
 
 from __future__ import annotations
 
@@ -12,17 +14,27 @@ X_LENGTH = 64
 
 
 @contextlib.contextmanager
-def cpu_kernel(module: types.ModuleType, x_length: int = X_LENGTH) -> Iterator[tuple[Any, Any]]:
-    """A real ``NPUTritonKernel`` with one x range, under a fresh CPU ``GraphLowering`` and
-    set as the current kernel; yields ``(kernel, x0)``. Nothing global is changed."""
-    import sympy
+def cpu_graph() -> Iterator[Any]:
+    """A fresh ``GraphLowering`` of an empty program on the CPU, set as the current graph."""
     import torch
-    from torch._inductor.codegen.simd_kernel_features import SIMDKernelFeatures
     from torch._inductor.graph import GraphLowering
     from torch._inductor.virtualized import V
 
     graph = GraphLowering(torch.fx.symbolic_trace(torch.nn.Identity()))
+    graph.current_device = torch.device("cpu")
     with V.set_graph_handler(graph):
+        yield graph
+
+
+@contextlib.contextmanager
+def cpu_kernel(module: types.ModuleType, x_length: int = X_LENGTH) -> Iterator[tuple[Any, Any]]:
+    """A real ``NPUTritonKernel`` with one x range, under a fresh :func:`cpu_graph` and
+    set as the current kernel; yields ``(kernel, x0)``. Nothing global is changed."""
+    import sympy
+    from torch._inductor.codegen.simd_kernel_features import SIMDKernelFeatures
+    from torch._inductor.virtualized import V
+
+    with cpu_graph():
         features = SIMDKernelFeatures([], sympy.Integer(x_length), sympy.Integer(1))
         kernel = module.NPUTritonKernel({"x": sympy.Integer(x_length)}, features=features)
         with V.set_kernel_handler(kernel):
@@ -33,17 +45,13 @@ def cpu_kernel(module: types.ModuleType, x_length: int = X_LENGTH) -> Iterator[t
 @contextlib.contextmanager
 def cpu_reduction_kernel(module: types.ModuleType, length: int = X_LENGTH) -> Iterator[Any]:
     """A real ``NPUTritonKernel`` with an x range and a looped r0 range of ``length`` each,
-    under a fresh CPU ``GraphLowering`` and set as the current kernel. Nothing global is
+    under a fresh :func:`cpu_graph` and set as the current kernel. Nothing global is
     changed."""
     import sympy
-    import torch
     from torch._inductor.codegen.simd_kernel_features import SIMDKernelFeatures
-    from torch._inductor.graph import GraphLowering
     from torch._inductor.virtualized import V
 
-    graph = GraphLowering(torch.fx.symbolic_trace(torch.nn.Identity()))
-    graph.current_device = torch.device("cpu")
-    with V.set_graph_handler(graph):
+    with cpu_graph():
         features = SIMDKernelFeatures([], sympy.Integer(length), sympy.Integer(length))
         kernel = module.NPUTritonKernel({"x": sympy.Integer(length), "r0_": sympy.Integer(length)},
                                         features=features)
