@@ -240,11 +240,11 @@ def cmd_sweep(args: argparse.Namespace) -> int:
             ids = corpus.ids(selection)
         if not ids:
             raise ValueError("the selection holds no sample")
-        host.load(location)  # a path that holds no torch_npu stops here, not in every worker
-    except (accuracy.SetupError, ValueError, host.NotTorchNpu, host.RealTorchNpuLoaded) as exc:
+        root = host.locate(location)  # a wheel is extracted once, here, not in every worker
+    except (accuracy.SetupError, ValueError, host.NotTorchNpu) as exc:
         print(f"npu-fixes sweep: {exc}", file=sys.stderr)
         return EXIT_USAGE
-    bar = accuracy.Progress(len(ids) * 2)
+    bar = accuracy.Progress(len(ids) * len(sweep.CONFIGS))
     bar.label = f"{len(ids)} samples x as built, with npu_fixes"
 
     def progress(done: int, total: int) -> None:
@@ -254,7 +254,7 @@ def cmd_sweep(args: argparse.Namespace) -> int:
     label = f"the samples given ({len(ids)})" if args.samples else selection.label()
     try:
         report = sweep.sweep(str(location), ids, label, args.jobs or os.cpu_count() or 1, args.timeout,
-                             progress=progress)
+                             root=str(root), progress=progress)
     except sweep.WorkerFailed as exc:
         bar.close()
         print(f"npu-fixes sweep: {exc}", file=sys.stderr)

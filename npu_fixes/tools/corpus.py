@@ -64,9 +64,10 @@ class Sample:
 @dataclasses.dataclass(frozen=True)
 class Selection:
     """Which part of the corpus: OpInfo samples per op and dtype, the dtypes, the
-    directions and shape modes, how many generated programs, and a cap on their size."""
+    directions and shape modes, how many generated programs, and a cap on their size; by
+    default, the whole corpus."""
 
-    per_op: int = 2
+    per_op: int = 5
     dtypes: tuple[str, ...] = DTYPES
     backward: bool = True
     dynamic: bool = True
@@ -143,7 +144,7 @@ CI = Selection(
     max_numel=1 << 17,
     ops=CI_OPS,
 )
-FULL = Selection(per_op=5)
+FULL = Selection()
 
 
 # --- OpInfo -------------------------------------------------------------------------------
@@ -161,12 +162,17 @@ def op_names() -> set[str]:
     return {name for name, _ in _op_db()}
 
 
-def _op_samples(op: Any, dtype_name: str, backward: bool) -> list[Any]:
+@functools.lru_cache(maxsize=16)
+def _op_samples(key: tuple[str, str], dtype_name: str, backward: bool) -> tuple[Any, ...]:
+    """The samples of op ``key`` (name, variant) in a dtype, drawn from seed 0; kept for the
+    next ids, which are of the same op (ids come op by op), and never changed (each run
+    copies its inputs)."""
     import torch
 
+    op = _op_db()[key]
     torch.manual_seed(0)
     dtype = getattr(torch, dtype_name)
-    return list(op.sample_inputs("cpu", dtype, requires_grad=backward))
+    return tuple(op.sample_inputs("cpu", dtype, requires_grad=backward))
 
 
 def opinfo_ids(selection: Selection) -> Iterator[str]:
@@ -186,7 +192,8 @@ def opinfo_ids(selection: Selection) -> Iterator[str]:
             )
             for direction in directions:
                 try:
-                    count = min(selection.per_op, len(_op_samples(op, dtype, direction == "bwd")))
+                    drawn = _op_samples((name, variant), dtype, direction == "bwd")
+                    count = min(selection.per_op, len(drawn))
                 except Exception:  # noqa: BLE001 - an op whose samples cannot be drawn here has none
                     continue
                 for mode in ("static", "dynamic") if selection.dynamic else ("static",):
@@ -211,7 +218,7 @@ def _opinfo_sample(sample_id: str) -> Sample:
     if not n.isdigit():
         raise ValueError(f"sample number {n!r} is no number")
     op, backward = _op_db()[(name, variant)], direction == "bwd"
-    samples = _op_samples(op, dtype, backward)
+    samples = _op_samples((name, variant), dtype, backward)
     if int(n) >= len(samples):
         raise ValueError(f"{name} has {len(samples)} samples in {dtype} {direction}, not {int(n) + 1}")
     sample = samples[int(n)]

@@ -230,12 +230,7 @@ def load(location: str | os.PathLike[str], workdir: str | os.PathLike[str] | Non
     it is imported (``SystemExit`` too) is reported in ``errors``/``version_error``.
     """
     source = Path(location)
-    try:
-        root = _locate(source, workdir)
-    except OSError as exc:  # e.g. permission denied: the location is unusable
-        where = exc.filename or source
-        raise NotTorchNpu(f"{where}: {exc.strerror or exc}") from None
-
+    root = locate(source, workdir)
     existing = sys.modules.get("torch_npu")
     if existing is not None and getattr(existing, "__file__", None):
         raise RealTorchNpuLoaded(
@@ -249,8 +244,19 @@ def load(location: str | os.PathLike[str], workdir: str | os.PathLike[str] | Non
         return _load_modules(root, source)
 
 
+def locate(location: str | os.PathLike[str], workdir: str | os.PathLike[str] | None = None) -> Path:
+    """The root holding ``torch_npu/`` for ``location`` (a wheel is extracted first, into
+    ``workdir`` or a temporary directory removed at exit); :class:`NotTorchNpu` where there
+    is none. Nothing is loaded."""
+    source = Path(location)
+    try:
+        return _locate(source, workdir)
+    except OSError as exc:  # e.g. permission denied: the location is unusable
+        where = exc.filename or source
+        raise NotTorchNpu(f"{where}: {exc.strerror or exc}") from None
+
+
 def _locate(source: Path, workdir: str | os.PathLike[str] | None) -> Path:
-    """The root holding ``torch_npu/`` for ``source`` (a wheel is extracted first)."""
     if source.is_file() and source.suffix == ".whl":
         if workdir:
             dest = Path(workdir)

@@ -383,9 +383,11 @@ def _run_unit(unit: Unit, location: str, timeout: float, done: Callable[[str, st
                 answered = True
                 done(unit.config, sample_id, record)
         finally:
-            if proc.poll() is None:
+            try:  # a worker whose output ended is exiting: its own status, unless it hangs there
+                proc.wait(timeout=0 if timed_out else 30)
+            except subprocess.TimeoutExpired:
                 proc.kill()
-            proc.wait()
+                proc.wait()
             for reader in readers:
                 reader.join(timeout=5)
             os.unlink(spec.name)
@@ -466,11 +468,13 @@ def sweep(
     label: str,
     jobs: int,
     timeout: float,
+    root: str | None = None,
     chunk: int = 200,
     progress: Callable[[int, int], None] = lambda done, total: None,
 ) -> Report:
     """Every sample of ``ids`` (a corpus described by ``label``) through the backend at
-    ``location`` as built and with npu_fixes, ``jobs`` workers at a time."""
+    ``location`` as built and with npu_fixes, ``jobs`` workers at a time; the workers load it
+    from ``root`` where given (the folder holding its ``torch_npu/``, a wheel extracted once)."""
     from concurrent.futures import ThreadPoolExecutor
 
     per_worker = max(1, min(chunk, math.ceil(len(ids) * len(CONFIGS) / max(jobs, 1))))
@@ -490,7 +494,7 @@ def sweep(
             progress(finished[0], total)
 
     with ThreadPoolExecutor(max_workers=jobs) as pool:
-        futures = [pool.submit(_run_unit, u, location, timeout, done) for u in units]
+        futures = [pool.submit(_run_unit, u, root or location, timeout, done) for u in units]
         try:
             for future in futures:
                 future.result()
