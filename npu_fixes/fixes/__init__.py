@@ -57,6 +57,8 @@ MODULES = (
     "int64_minmax_identity",
     "widened_load_tail",
     "empty_cat_input",
+    "dynamic_r0_index",
+    "flat_rnode_mask",
     "te_parallel_ce",
 )
 

@@ -38,11 +38,6 @@ CLASSES = (
         "npu_fixes' downcast-strides, which keeps its write-back) copies the kernel's int32 result back "
         "with copy_, which refuses a destination whose elements overlap; float32 needs no write-back. "
         "Workaround: return .clone() of it"),
-    FailureClass(
-        "dynamic-r0-index", "defect", "compile-error", r"NameError: name 'r0_index' is not defined", "",
-        "at every public commit, loud: a reduction over a view reshaped to sizes passed as arguments "
-        "(dynamic=True) stops the compile; the 2.13.0 wheel compiles it. Workaround: compile with "
-        "dynamic=False, or upgrade to the published wheel"),
 )
 
 

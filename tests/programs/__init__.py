@@ -126,11 +126,11 @@ def method_before_and_after(fix, mod, cls, name: str, battery) -> dict:
     return result
 
 
-def interpreted(codegen, fn, *args, runtime: str = "3.2") -> dict:
-    """``torch.compile(fn)(*args)`` after a Dynamo reset, its kernels run on the interpreter
-    device of the backend's ``codegen`` module (launchers built for triton-ascend
-    ``runtime``): ``{"result", "launches"}``, or ``{"error"}`` (the innermost one) where the
-    compile or a kernel fails."""
+def interpreted(codegen, fn, *args, runtime: str = "3.2", dynamic: bool | None = None) -> dict:
+    """``torch.compile(fn, dynamic=dynamic)(*args)`` after a Dynamo reset, its kernels run on
+    the interpreter device of the backend's ``codegen`` module (launchers built for
+    triton-ascend ``runtime``): ``{"result", "launches"}``, or ``{"error"}`` (the innermost
+    one) where the compile or a kernel fails."""
     import torch
 
     from npu_fixes.tools import interpret
@@ -138,7 +138,7 @@ def interpreted(codegen, fn, *args, runtime: str = "3.2") -> dict:
     torch._dynamo.reset()
     try:
         with interpret.cpu_device(codegen, runtime=runtime) as launches:
-            return {"result": torch.compile(fn)(*args), "launches": launches}
+            return {"result": torch.compile(fn, dynamic=dynamic)(*args), "launches": launches}
     except Exception as exc:  # noqa: BLE001 - recorded
         return {"error": innermost(exc)}
 

@@ -1,5 +1,6 @@
-"""The promoted-reduction rewrite: run the live ``_npu_apply_promoted_rtree_lines`` on one
-line, and edit kernel-body lines after it (permuted-full-reduction, promoted-rtree-shape)."""
+"""The promoted-reduction rewrite: run the live ``_npu_apply_promoted_rtree_lines`` on a few
+lines, and edit kernel-body lines around it (permuted-full-reduction, promoted-rtree-shape,
+dynamic-r0-index)."""
 
 from __future__ import annotations
 
@@ -34,15 +35,15 @@ def rewrite_body(kernel: Any, rewrite: Callable[[str], str | None]) -> None:
             lines[i] = new if isinstance(raw, str) else raw._new_line(new)
 
 
-def promoted_rewrite(module: types.ModuleType, line: str, combined_mask: str, collapsed_shape: str,
-                     collapsed_dim: int, post_resize: str, r_slots: Sequence[int],
-                     slot_tokens: Sequence[str], leaves: Sequence[str] = ()) -> str:
-    """What the live function makes of ``line`` in a body of its own for one promoted tree
-    (reduction slots ``r_slots``, each slot's block extent in ``slot_tokens``, free nodes
-    ``leaves``), called with the arguments its caller gives it (the parameters each state
-    has)."""
+def promoted_lines(module: types.ModuleType, lines: Sequence[str], combined_mask: str, collapsed_shape: str,
+                   collapsed_dim: int, post_resize: str, r_slots: Sequence[int], slot_tokens: Sequence[str],
+                   leaves: Sequence[str] = (), **extra: Any) -> list[str]:
+    """What the live function makes of the body ``lines`` for one promoted tree (reduction
+    slots ``r_slots``, each slot's block extent in ``slot_tokens``, free nodes ``leaves``;
+    ``extra``: its keyword arguments ``dynamic``, ``loop_nodes``, ``slot_bcast``), called with
+    the arguments its caller gives it (the parameters each state has)."""
     func = getattr(module, TARGET)
-    body = types.SimpleNamespace(body=types.SimpleNamespace(_lines=[line]),
+    body = types.SimpleNamespace(body=types.SimpleNamespace(_lines=list(lines)),
                                  _reduction_loop_passes_for_prefix=lambda prefix: ())  # the wheel asks
     params = inspect.signature(func).parameters
     optional = {"leaf_names": list(leaves),
@@ -50,6 +51,14 @@ def promoted_rewrite(module: types.ModuleType, line: str, combined_mask: str, co
                 "slot_block_tokens": list(slot_tokens)}
     blocks = [f"{leaf}_blk" for leaf in leaves]
     func(body, "r0_", [], blocks, [], combined_mask, collapsed_shape, collapsed_dim, post_resize,
-         list(r_slots), len(slot_tokens), **{k: v for k, v in optional.items() if k in params})
-    (out,) = [raw if isinstance(raw, str) else raw.line for raw in body.body._lines]
+         list(r_slots), len(slot_tokens), **{k: v for k, v in optional.items() if k in params}, **extra)
+    return [raw if isinstance(raw, str) else raw.line for raw in body.body._lines]
+
+
+def promoted_rewrite(module: types.ModuleType, line: str, combined_mask: str, collapsed_shape: str,
+                     collapsed_dim: int, post_resize: str, r_slots: Sequence[int],
+                     slot_tokens: Sequence[str], leaves: Sequence[str] = ()) -> str:
+    """:func:`promoted_lines` of the one line ``line``."""
+    (out,) = promoted_lines(module, [line], combined_mask, collapsed_shape, collapsed_dim, post_resize,
+                            r_slots, slot_tokens, leaves)
     return out.strip()

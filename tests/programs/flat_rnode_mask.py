@@ -1,0 +1,45 @@
+"""Programs of tests/fixes/test_flat_rnode_mask.py: reductions over a split range whose load
+runs through the whole-range node, compiled through a state's backend, kernels run in
+Triton's interpreter (every load bounds-checked), compared with eager."""
+
+from __future__ import annotations
+
+from tests.programs import interpreted, interpreted_with_npu_fixes, main
+
+NAME = "flat-rnode-mask"
+
+
+def run_all(codegen) -> dict:
+    """Each program: True where it equals eager, else the error."""
+    import torch
+
+    def scattered_amax(x):  # the sweep's gen:96
+        y = x.flatten(0, 1).t()
+        return torch.slice_scatter(y, torch.ones_like(y[:, 2848::2]), 1, 2848, None, 2).amax()
+
+    def plain_amax(x):
+        return x.t().amax()
+
+    torch.manual_seed(0)
+    programs = {
+        "scattered-amax": (scattered_amax, (torch.randn(109, 481, 5),), None),
+        "scattered-amax-dynamic": (scattered_amax, (torch.randn(109, 481, 5),), True),
+        "plain-amax": (plain_amax, (torch.randn(3001, 7),), None),
+    }
+    out = {}
+    for label, (fn, args, dynamic) in programs.items():
+        run = interpreted(codegen, fn, *args, dynamic=dynamic)
+        if "error" in run:
+            out[label] = run["error"]
+        else:
+            out[label] = bool(torch.allclose(run["result"], fn(*args), rtol=1e-4, atol=1e-4))
+    return out
+
+
+def reductions(location: str) -> dict:
+    """The programs through the backend at ``location`` without and with npu_fixes."""
+    return interpreted_with_npu_fixes(NAME, location, run_all)
+
+
+if __name__ == "__main__":
+    main(globals())
