@@ -59,6 +59,7 @@ MODULES = (
     "empty_cat_input",
     "dynamic_r0_index",
     "flat_rnode_mask",
+    "modular_fold_bound",
     "te_parallel_ce",
 )
 

@@ -5,7 +5,10 @@
   ``x[:, 1]``, a slice of an embedding bag's offsets) that returns a contiguous copy, while the
   kernel indexes it with the view's strides, compiled in: it reads the wrong elements, and past
   the end of the copy. ``idx[1::2] * 2`` comes back wrong (or the read leaves the buffer), with
-  no error. Dense layouts (contiguous or permuted) keep their strides and are right.
+  no error. Dense layouts (contiguous or permuted) keep their strides and are right. An output
+  buffer whose elements overlap (an expand's strides, ``x.expand(5, 5, 5)`` returned) stops the
+  launch instead: the narrow result is copied back with ``copy_``, which refuses such a
+  destination.
 - **Where**: ``npu_triton_heuristics._wrap_launcher_with_downcast``.
 - **Probe**: does a launcher wrapped by the live function see an int64 ``in_ptr0`` that is
   every other element of a tensor (stride 2) with other strides than the view's?
@@ -14,7 +17,8 @@
   with the view's strides over the memory span it covers (holding its values unless it is a
   pure output), so the wrapped function finds it narrow already and passes it through; the
   written ones (``out_ptr*``, ``in_out_ptr*``, mutated) are copied back after the launch, in
-  argument order. Dense arguments are left to the wrapped function; the layer costs one layout
+  argument order, an output whose elements overlap position by position. Dense arguments are
+  left to the wrapped function; the layer costs one layout
   check per wide argument per launch, and only launchers with wide arguments get it. This fix
   comes before boundary-downcast in the list: where boundary-downcast rebuilds the whole
   wrapper (the states before 5ff81d9c5), its rebuild keeps strides itself and this layer

@@ -26,18 +26,6 @@ class FailureClass:
 
 
 CLASSES = (
-    FailureClass(
-        "int64-expand-overlap",
-        "defect",
-        "run-time-error",
-        r"more than one element of the written-to tensor refers to a single memory location",
-        "",
-        "open (not repaired yet), loud: returning an expanded int64 tensor (expand, expand_as, "
-        "broadcast_to, broadcast_tensors) from a compiled function fails at run time: its output buffer "
-        "keeps the expand's overlapping strides, and the int32 boundary wrapper (upstream's, and "
-        "npu_fixes' downcast-strides, which keeps its write-back) copies the kernel's int32 result back "
-        "with copy_, which refuses a destination whose elements overlap; float32 needs no write-back. "
-        "Workaround: return .clone() of it"),
 )
 
 

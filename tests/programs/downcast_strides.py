@@ -18,6 +18,8 @@ def _programs() -> dict:
         "every-other-row": (lambda x: x * 2, torch.randint(-1000, 1000, (1024, 8))[::2]),
         "first-columns": (lambda x: x + 1, torch.randint(0, 100, (512, 8))[:, :6]),
         "float64-rows": (lambda d: d * 2, torch.rand(768, 16, dtype=torch.float64)[::3]),
+        # an output buffer whose elements overlap: the expand's strides (1, 0, 0)
+        "expanded-output": (lambda x: x.expand(5, 5, 5), torch.randint(-1000, 1000, (5, 1, 1))),
         # control: a contiguous int64 input keeps its layout through the cast
         "contiguous": (lambda x: x * 2, torch.randint(-1000, 1000, (2048,))),
     }

@@ -34,14 +34,18 @@ def boundary_role(name: str, mutated_arg_names: Collection[str]) -> Role:
     return Role.INPUT
 
 
+def memory_span(tensor: Any) -> int:
+    """How many elements of memory ``tensor``'s view covers, from its first to its last."""
+    pairs = zip(tensor.shape, tensor.stride(), strict=True)
+    return 1 + sum((size - 1) * abs(stride) for size, stride in pairs)
+
+
 def is_dense(tensor: Any) -> bool:
     """Whether ``tensor``'s elements fill its memory span without gaps (contiguous or
     permuted), i.e. ``to``/``empty_like`` keep its strides."""
     if tensor.is_contiguous():
         return True
-    pairs = zip(tensor.shape, tensor.stride(), strict=True)
-    span = 1 + sum((size - 1) * abs(stride) for size, stride in pairs)
-    return tensor.numel() == 0 or span == tensor.numel()
+    return tensor.numel() == 0 or memory_span(tensor) == tensor.numel()
 
 
 def narrow_like(tensor: Any, narrow: Any, keep_values: bool) -> Any:
@@ -58,7 +62,7 @@ def narrow_like(tensor: Any, narrow: Any, keep_values: bool) -> Any:
 
     if is_dense(tensor):
         return tensor.to(narrow) if keep_values else torch.empty_like(tensor, dtype=narrow)
-    span = 1 + sum((size - 1) * stride for size, stride in zip(tensor.shape, tensor.stride(), strict=True))
+    span = memory_span(tensor)
     if keep_values:
         flat = tensor.as_strided((span,), (1,), tensor.storage_offset()).to(narrow)
     else:
@@ -84,8 +88,24 @@ def launch_and_write_back(launcher: Callable[..., Any], args: tuple, new_args: l
         return launcher(*args, stream=stream, **kwargs)
     result = launcher(*new_args, stream=stream, **kwargs)
     for original, tmp in writebacks:
-        original.copy_(tmp)
+        write_back(original, tmp)
     return result
+
+
+def write_back(original: Any, tmp: Any) -> None:
+    """Copy ``tmp`` (a :func:`narrow_like` of ``original``: same sizes and strides) into
+    ``original``. Where ``original``'s elements overlap (a broadcast output buffer, strides
+    ``(1, 0, 0)``), which ``copy_`` refuses, each memory position it covers is written once."""
+    import torch
+
+    if torch._debug_has_internal_overlap(original) == 0:
+        original.copy_(tmp)
+        return
+    span = memory_span(original)
+    offsets = torch.arange(span, device=original.device).as_strided(original.size(), original.stride())
+    positions = offsets.reshape(-1).unique()
+    wide = original.as_strided((span,), (1,), original.storage_offset())
+    wide[positions] = tmp.as_strided((span,), (1,), tmp.storage_offset())[positions].to(original.dtype)
 
 
 def with_launcher_attrs(wrapper: Callable[..., Any], launcher: Callable[..., Any]) -> Callable[..., Any]:
