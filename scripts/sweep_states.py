@@ -1,8 +1,13 @@
 """The sweep's corpus through every genuine state and published wheel, results written to
 ``benchmarks/results/<date>_<commit>_cpu-<n>core_sweep/``: one JSON report per state (as
-``npu-fixes sweep --json`` prints it) and a README with the counts per outcome as built and
-with npu_fixes, rewritten after each state. ``nox -s sweep`` runs it; extra arguments go to
-``npu-fixes sweep`` (e.g. ``--per-op 1`` for a shorter run).
+``npu-fixes sweep --json`` prints it, keeping the records of the samples that fail, meet a
+harness limit or are skipped, as built or with npu_fixes) and a README with the counts per
+outcome as built and with npu_fixes, rewritten after each state. ``nox -s sweep`` runs it;
+extra arguments go to ``npu-fixes sweep`` (e.g. ``--per-op 1`` for a shorter run). Each
+state's finished samples go to a journal (``journals/<state>.jsonl`` in the results folder):
+run again at the same commit on the same machine, it goes on with the folder it finds and runs
+only what its journals lack (journals are for resuming, not for the repository:
+``.gitignore`` leaves them out).
 
 Usage: python scripts/sweep_states.py NAME=PATH ... [-- sweep arguments]
 """
@@ -65,13 +70,16 @@ def main(argv: list[str]) -> int:
         or "unknown"
     )
     today = datetime.date.today().isoformat()
-    out = REPO / "benchmarks" / "results" / f"{today}_{commit}_cpu-{os.cpu_count()}core_sweep"
+    results = REPO / "benchmarks" / "results"
+    started = sorted(results.glob(f"*_{commit}_cpu-{os.cpu_count()}core_sweep"))  # a run to go on with
+    out = started[-1] if started else results / f"{today}_{commit}_cpu-{os.cpu_count()}core_sweep"
     out.mkdir(parents=True, exist_ok=True)
     rows, failing = [], False
     for name, path in states.items():
         started = time.monotonic()
         proc = subprocess.run(
-            [sys.executable, "-m", "npu_fixes", "sweep", "--torch-npu", path, "--json", *extra],
+            [sys.executable, "-m", "npu_fixes", "sweep", "--torch-npu", path, "--json",
+             "--journal", str(out / "journals" / f"{name}.jsonl"), *extra],
             capture_output=True,
             text=True,
             env=dict(os.environ, TORCH_DEVICE_BACKEND_AUTOLOAD="0"),
@@ -82,6 +90,8 @@ def main(argv: list[str]) -> int:
             )
             return 2
         report = json.loads(proc.stdout)
+        report["records"] = {i: r for i, r in report["records"].items()  # the journal has the rest
+                             if {c["outcome"] for c in r.values()} - {"pass", "no-kernel"}}
         (out / f"{name}.json").write_text(json.dumps(report, indent=1) + "\n")
         rows.append((name, report, (time.monotonic() - started) / 60))
         failing |= bool(report["silent_with_npu_fixes"] or report["regressions"] or report["unexplained"])

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import json
 import math
+from pathlib import Path
 
 import pytest
 import torch
@@ -52,12 +53,21 @@ def test_bad_input_is_named(tmp_path):
 CI_STATES = ("8bfbb9ed1", "bafc50684", "2.13.0")
 
 
+JOURNALED = "bafc50684"
+
+
 @pytest.fixture(scope="module")
-def reports(genuine) -> dict[str, dict]:
+def journal(tmp_path_factory) -> Path:
+    return tmp_path_factory.mktemp("sweep") / f"{JOURNALED}.jsonl"
+
+
+@pytest.fixture(scope="module")
+def reports(genuine, journal) -> dict[str, dict]:
     out = {}
     for state in CI_STATES:
         where = wheel_install(state) if state == "2.13.0" else genuine(state)
-        proc = cli("sweep", "--torch-npu", str(where), "--corpus", "ci", "--json")
+        kept = ("--journal", str(journal)) if state == JOURNALED else ()
+        proc = cli("sweep", "--torch-npu", str(where), "--corpus", "ci", "--json", *kept)
         assert proc.returncode in (0, 1), proc.stderr[-2000:]
         out[state] = json.loads(proc.stdout)
     return out
@@ -108,6 +118,45 @@ def test_a_worker_that_hangs_is_stopped_and_the_rest_runs(monkeypatch):
 def test_a_worker_that_cannot_start_stops_the_sweep(monkeypatch):
     with pytest.raises(sweep.WorkerFailed, match="before any result: cannot load the backend here"):
         _unit_records(["refuse", "ok-1"], monkeypatch)
+
+
+FINGERPRINT = {"torch_npu": "a", "npu_fixes": "b", "torch": "2.13", "triton": "3.6"}
+
+
+def test_a_journal_keeps_finished_samples_and_the_next_sweep_runs_only_the_rest(monkeypatch, tmp_path):
+    monkeypatch.setattr(sweep, "WORKER", "tests.sweep_stub_worker")
+    path = tmp_path / "journal.jsonl"
+    first = sweep.sweep("nowhere", ["ok-1", "ok-2"], "two", 1, 30, journal=sweep.Journal(path, FINGERPRINT))
+    assert {c: r["outcome"] for c, r in first.records["ok-2"].items()} == {"built": "pass", "fixed": "pass"}
+    with path.open("a") as f:  # a sweep stopped while writing: the line is cut short
+        f.write('{"id": "ok-3", "config": "bu')
+    # only ok-3 runs: the journal holds the others
+    second = sweep.sweep("nowhere", ["ok-1", "ok-2", "ok-3"], "three", 1, 30,
+                         journal=sweep.Journal(path, FINGERPRINT))
+    assert second.records["ok-1"] == first.records["ok-1"]
+    assert second.counts("fixed") == {"pass": 3}
+    assert len(path.read_text().splitlines()) == 1 + 4 + 2, "fingerprint, 4 records, 2 new: the cut line gone"
+    assert set(sweep.Journal(path, FINGERPRINT).load()) == {"ok-1", "ok-2", "ok-3"}
+
+
+def test_a_journal_of_another_build_or_a_damaged_one_is_refused(tmp_path):
+    path = tmp_path / "journal.jsonl"
+    sweep.Journal(path, FINGERPRINT).load()
+    with pytest.raises(sweep.JournalMismatch, match="made with another npu_fixes, torch_npu; name a new"):
+        sweep.Journal(path, FINGERPRINT | {"torch_npu": "c", "npu_fixes": "d"}).load()
+    path.write_text(path.read_text() + "not json\n" + '{"id": "x", "config": "built", "record": {}}\n')
+    with pytest.raises(ValueError, match="line 2: not a sample's record"):
+        sweep.Journal(path, FINGERPRINT).load()
+
+
+def test_a_journaled_sweep_is_taken_from_its_journal_and_another_build_is_refused(reports, journal, genuine):
+    ids = list(reports[JOURNALED]["records"])[:3]
+    assert len(journal.read_text().splitlines()) == 1 + 2 * reports[JOURNALED]["samples"]
+    again = cli("sweep", "--torch-npu", str(genuine(JOURNALED)), "--samples", ",".join(ids), "--json",
+                "--journal", str(journal))
+    assert json.loads(again.stdout)["records"] == {i: reports[JOURNALED]["records"][i] for i in ids}
+    other = cli("sweep", "--torch-npu", str(genuine("8bfbb9ed1")), "--samples", ids[0], "--journal", str(journal))
+    assert other.returncode == 2 and "made with another torch_npu; name a new journal file" in other.stderr
 
 
 def test_report_counts_regressions_and_unexplained_failures():

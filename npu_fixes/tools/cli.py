@@ -241,7 +241,10 @@ def cmd_sweep(args: argparse.Namespace) -> int:
         if not ids:
             raise ValueError("the selection holds no sample")
         root = host.locate(location)  # a wheel is extracted once, here, not in every worker
-    except (accuracy.SetupError, ValueError, host.NotTorchNpu) as exc:
+        journal = sweep.Journal(args.journal, sweep.fingerprint(str(root))) if args.journal else None
+        if journal:
+            journal.load()  # a journal of another build, or a damaged one, stops the sweep here
+    except (accuracy.SetupError, ValueError, host.NotTorchNpu, OSError) as exc:
         print(f"npu-fixes sweep: {exc}", file=sys.stderr)
         return EXIT_USAGE
     bar = accuracy.Progress(len(ids) * len(sweep.CONFIGS))
@@ -254,7 +257,7 @@ def cmd_sweep(args: argparse.Namespace) -> int:
     label = f"the samples given ({len(ids)})" if args.samples else selection.label()
     try:
         report = sweep.sweep(str(location), ids, label, args.jobs or os.cpu_count() or 1, args.timeout,
-                             root=str(root), progress=progress)
+                             root=str(root), progress=progress, journal=journal)
     except sweep.WorkerFailed as exc:
         bar.close()
         print(f"npu-fixes sweep: {exc}", file=sys.stderr)
@@ -353,6 +356,9 @@ def build_parser() -> argparse.ArgumentParser:
     swp.add_argument("--timeout", type=float, default=300.0, metavar="S",
                      help="seconds a worker may go without a result, its start included (default 300)")
     swp.add_argument("--json", action="store_true", help="print JSON: counts and every sample's record")
+    swp.add_argument("--journal", metavar="FILE", help="add each finished sample to FILE (JSON lines) and "
+                     "take the samples it holds from it: a sweep stopped part way goes on where it stopped "
+                     "(FILE must come from the same torch_npu, npu_fixes, torch and Triton)")
     swp.set_defaults(func=cmd_sweep)
     return parser
 

@@ -7,7 +7,8 @@ samples as built or with npu_fixes, printing one JSON line per sample; a worker 
 dies or stops answering costs only its sample (outcome ``run-time-error``), the rest of
 its chunk goes to a fresh one. A compiled sample that launched kernels and equals eager
 runs again with each launch's programs in reverse order, so that a result that depends on
-the order shows.
+the order shows. A journal (:class:`Journal`) keeps every finished sample, so that a sweep
+stopped part way goes on where it stopped.
 
 Outcomes (:data:`OUTCOMES`): ``pass``; ``no-kernel`` (equal, but only fallbacks ran: the
 backend generated nothing to judge); ``wrong`` (also a kernel constant its type cannot
@@ -21,6 +22,7 @@ from __future__ import annotations
 
 import collections
 import dataclasses
+import hashlib
 import json
 import math
 import os
@@ -32,7 +34,8 @@ import tempfile
 import threading
 import time
 from collections import Counter
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterable, Sequence
+from pathlib import Path
 from typing import Any
 
 from . import corpus, triage
@@ -462,6 +465,88 @@ class Report:
         }
 
 
+def _tree_digest(folder: Path, pattern: str) -> str:
+    digest = hashlib.sha256()
+    for path in sorted(folder.glob(pattern)):
+        digest.update(str(path.relative_to(folder)).encode() + b"\0" + path.read_bytes())
+    return digest.hexdigest()[:16]
+
+
+def fingerprint(root: str) -> dict[str, str]:
+    """What a sample's records depend on: the backend's sources under ``root`` (the folder
+    holding ``torch_npu/``), npu_fixes' own sources, and the versions of torch and Triton."""
+    import torch
+    import triton
+
+    package = Path(__file__).resolve().parents[1]
+    return {"torch_npu": _tree_digest(Path(root) / "torch_npu" / "_inductor", "**/*.py"),
+            "npu_fixes": _tree_digest(package, "**/*.py"),
+            "torch": torch.__version__, "triton": triton.__version__}
+
+
+class JournalMismatch(ValueError):
+    """The journal holds a sweep of another torch_npu, npu_fixes, torch or Triton."""
+
+
+class Journal:
+    """A file of finished samples, one JSON line each (``{"id", "config", "record"}``) after a
+    first line with the :func:`fingerprint` they were made with; appended to as samples
+    finish, so that nothing finished is lost when a sweep stops."""
+
+    def __init__(self, path: str | os.PathLike[str], fingerprint: dict[str, str]) -> None:
+        self.path, self.fingerprint = Path(path), fingerprint
+        self._lock = threading.Lock()
+
+    def load(self) -> dict[str, dict[str, dict]]:
+        """Sample id -> config -> record of what the journal holds (empty where it does not
+        exist yet: it is created with the fingerprint). A last line cut short by a stop is
+        left out; :class:`JournalMismatch` where it was made with another fingerprint, ValueError
+        where a line in the middle is not a record."""
+        if not self.path.exists():
+            self.path.parent.mkdir(parents=True, exist_ok=True)
+            self.path.write_text(json.dumps({"fingerprint": self.fingerprint}) + "\n")
+            return {}
+        text = self.path.read_text()
+        lines = text.splitlines()
+        try:
+            made_with = json.loads(lines[0])["fingerprint"] if lines else None
+        except (ValueError, KeyError, TypeError):
+            made_with = None
+        if made_with != self.fingerprint:
+            made = made_with if isinstance(made_with, dict) else {}
+            differ = ", ".join(sorted(k for k, v in self.fingerprint.items() if made.get(k) != v))
+            raise JournalMismatch(f"{self.path} holds a sweep made with another {differ}; "
+                                  "name a new journal file")
+        records: dict[str, dict[str, dict]] = {}
+        for number, line in enumerate(lines[1:], start=2):
+            try:
+                entry = json.loads(line)
+                records.setdefault(entry["id"], {})[entry["config"]] = entry["record"]
+            except (ValueError, KeyError, TypeError) as exc:
+                if number == len(lines):  # the line being written when the sweep stopped: dropped
+                    self.path.write_text(text[: text.rstrip("\n").rfind("\n") + 1])
+                    break
+                raise ValueError(f"{self.path}, line {number}: not a sample's record ({exc})") from None
+        else:
+            if not text.endswith("\n"):
+                with self.path.open("a") as f:
+                    f.write("\n")
+        return records
+
+    def append(self, config: str, sample_id: str, record: dict) -> None:
+        with self._lock, self.path.open("a") as f:
+            f.write(json.dumps({"id": sample_id, "config": config, "record": record}) + "\n")
+
+
+def _units(ids: Iterable[str], records: dict[str, dict[str, dict]], per_worker: int) -> list[Unit]:
+    """For each config, the ids without a record of it, in chunks of ``per_worker``."""
+    units = []
+    for config in CONFIGS:
+        todo = [i for i in ids if config not in records[i]]
+        units += [Unit(config, todo[i : i + per_worker]) for i in range(0, len(todo), per_worker)]
+    return units
+
+
 def sweep(
     location: str,
     ids: Sequence[str],
@@ -471,25 +556,27 @@ def sweep(
     root: str | None = None,
     chunk: int = 200,
     progress: Callable[[int, int], None] = lambda done, total: None,
+    journal: Journal | None = None,
 ) -> Report:
     """Every sample of ``ids`` (a corpus described by ``label``) through the backend at
     ``location`` as built and with npu_fixes, ``jobs`` workers at a time; the workers load it
-    from ``root`` where given (the folder holding its ``torch_npu/``, a wheel extracted once)."""
+    from ``root`` where given (the folder holding its ``torch_npu/``, a wheel extracted once).
+    With a ``journal``, what it holds already is taken from it, and each new record is added
+    to it."""
     from concurrent.futures import ThreadPoolExecutor
 
-    per_worker = max(1, min(chunk, math.ceil(len(ids) * len(CONFIGS) / max(jobs, 1))))
-    units = [
-        Unit(config, list(ids[i : i + per_worker]))
-        for i in range(0, len(ids), per_worker)
-        for config in CONFIGS
-    ]
-    records: dict[str, dict[str, dict]] = {i: {} for i in ids}
+    known = journal.load() if journal else {}
+    records: dict[str, dict[str, dict]] = {i: dict(known.get(i, {})) for i in ids}
     lock, total = threading.Lock(), len(ids) * len(CONFIGS)
-    finished = [0]
+    finished = [sum(len(r) for r in records.values())]
+    per_worker = max(1, min(chunk, math.ceil((total - finished[0]) / max(jobs, 1))))
+    units = _units(ids, records, per_worker)
 
     def done(config: str, sample_id: str, record: dict) -> None:
         with lock:
             records[sample_id][config] = record
+            if journal:
+                journal.append(config, sample_id, record)
             finished[0] += 1
             progress(finished[0], total)
 
