@@ -1,15 +1,17 @@
 """Genuine states of the backend: the code our users run, as self-builds on CPU.
 
-A self-build at commit C is the published torch-npu 2.13.0 wheel with its
-``torch_npu/_inductor/triton_experimental/`` replaced by that folder at commit C of the
-public Ascend/pytorch repository. The folder comes from, in this order:
+A self-build at commit C is the published torch-npu 2.13.0 wheel with two parts of commit C
+of the public Ascend/pytorch repository in place of the wheel's (:data:`PARTS`): the
+``torch_npu/_inductor/triton_experimental/`` folder, and the loader's two files,
+``torch_npu/_inductor/__init__.py`` and ``decomposition.py`` (the loader registers that
+state's decompositions before the backend's ``_activate()``). Each part comes from, in this
+order:
 
-1. ``$NPU_FIXES_UPSTREAM/triton_experimental-C.tar.gz`` (default: ``../shared/upstream``
-   next to the repository, where CI has it);
+1. ``$NPU_FIXES_UPSTREAM/<part>-C.tar.gz`` (default: ``../shared/upstream`` next to the
+   repository, where CI has them);
 2. ``git archive C`` of a local Ascend/pytorch clone named by ``$NPU_FIXES_ASCEND_PYTORCH``;
 3. for a row of your own, a source tree named by ``$NPU_FIXES_GENUINE_TREE`` (any checkout
-   holding ``torch_npu/_inductor/triton_experimental``), whose defects are not known in
-   advance.
+   holding those paths), whose defects are not known in advance.
 
 Without a source, :func:`source_of` raises :class:`Unavailable` with the reason.
 """
@@ -28,7 +30,12 @@ from npu_fixes.shim import catalogue
 from npu_fixes.tools.host import extract_wheel
 
 REPO = Path(__file__).resolve().parent.parent
-BACKEND = Path("torch_npu/_inductor/triton_experimental")
+INDUCTOR = Path("torch_npu/_inductor")
+BACKEND = INDUCTOR / "triton_experimental"
+#: The parts of a self-build taken from its commit, by the name of upstream's tarball of each:
+#: the paths each replaces in the wheel.
+PARTS = {"triton_experimental": (BACKEND,),
+         "inductor-loader": (INDUCTOR / "__init__.py", INDUCTOR / "decomposition.py")}
 FIVE = ("rsplit-outer", "dualview-fold", "launch-grid", "boundary-downcast", "rng-capture-gate")
 
 _CATALOGUE = {f.name: f.about for f in all_fixes() if f.module.startswith("torch_npu.")}
@@ -104,23 +111,25 @@ def upstream_dir() -> Path:
     return Path(os.environ.get("NPU_FIXES_UPSTREAM", REPO.parent / "shared" / "upstream"))
 
 
-def source_of(state: str) -> Path | bytes:
-    """The backend folder of ``state``: a tarball path, tarball bytes or a tree's folder."""
+def source_of(state: str, part: str = "triton_experimental") -> Path | bytes:
+    """``part`` (a key of :data:`PARTS`) of ``state``: a tarball path, tarball bytes or, for
+    :data:`OWN_TREE`, the tree holding its paths."""
+    paths = PARTS[part]
     if state == OWN_TREE:
         tree = os.environ.get("NPU_FIXES_GENUINE_TREE")
         if not tree:
             raise Unavailable("NPU_FIXES_GENUINE_TREE is not set")
-        folder = Path(tree) / BACKEND
-        if not folder.is_dir():
-            raise Unavailable(f"{tree} has no {BACKEND}")
-        return folder
-    tarball = upstream_dir() / f"triton_experimental-{state}.tar.gz"
+        for path in paths:
+            if not (Path(tree) / path).exists():
+                raise Unavailable(f"{tree} has no {path}")
+        return Path(tree)
+    tarball = upstream_dir() / f"{part}-{state}.tar.gz"
     if tarball.is_file():
         return tarball
     clone = os.environ.get("NPU_FIXES_ASCEND_PYTORCH")
     if not clone:
         raise Unavailable(f"no {tarball} and NPU_FIXES_ASCEND_PYTORCH (an Ascend/pytorch clone) is not set")
-    proc = subprocess.run(["git", "-C", clone, "archive", "--format=tar.gz", state, str(BACKEND)],
+    proc = subprocess.run(["git", "-C", clone, "archive", "--format=tar.gz", state, *map(str, paths)],
                           capture_output=True)
     if proc.returncode != 0:
         raise Unavailable(f"git archive {state} in {clone} failed: {proc.stderr.decode().strip()}")
@@ -129,24 +138,40 @@ def source_of(state: str) -> Path | bytes:
 
 def build(state: str, wheel: Path, dest: Path) -> Path:
     """Write the self-build of ``state`` into ``dest`` (the directory that will hold
-    ``torch_npu/``): the wheel's Python files, its backend folder replaced. Returns ``dest``."""
-    source = source_of(state)
+    ``torch_npu/``): the wheel's Python files, the parts of ``state`` in place. Returns ``dest``."""
+    sources = {part: source_of(state, part) for part in PARTS}
     dest.mkdir(parents=True, exist_ok=True)
-    replace_backend(extract_wheel(wheel, dest), source)
+    replace_parts(extract_wheel(wheel, dest), sources)
     return dest
 
 
-def replace_backend(root: Path, source: Path | bytes) -> None:
-    """Replace ``root/torch_npu/.../triton_experimental`` by the folder from ``source``."""
-    shutil.rmtree(root / BACKEND, ignore_errors=True)
-    if isinstance(source, Path) and source.is_dir():
-        shutil.copytree(source, root / BACKEND)
-        return
+def replace_parts(root: Path, sources: dict[str, Path | bytes]) -> None:
+    """Replace the paths of each part under ``root`` by those from its source (see
+    :func:`source_of`); every call does it afresh, so an existing site gets the sources as
+    they are now."""
+    for part, source in sources.items():
+        paths = PARTS[part]
+        for path in paths:
+            if (root / path).is_dir():
+                shutil.rmtree(root / path)
+            else:
+                (root / path).unlink(missing_ok=True)
+        if isinstance(source, Path) and source.is_dir():
+            for path in paths:
+                if (source / path).is_dir():
+                    shutil.copytree(source / path, root / path)
+                else:
+                    shutil.copy2(source / path, root / path)
+        else:
+            _extract(root, source, paths)
+        for path in paths:
+            if not (root / path).is_file() and not (root / path / "__init__.py").is_file():
+                raise Unavailable(f"the {part} archive for {root} holds no {path}")
+
+
+def _extract(root: Path, source: Path | bytes, paths: tuple[Path, ...]) -> None:
+    """The members of the tarball ``source`` at or below ``paths``, extracted into ``root``."""
     stream = io.BytesIO(source) if isinstance(source, bytes) else None
     with tarfile.open(fileobj=stream, name=None if stream else str(source), mode="r:gz") as archive:
-        members = [m for m in archive.getmembers() if Path(m.name).is_relative_to(BACKEND)]
-        if not members:
-            raise Unavailable(f"the archive for {root} holds no {BACKEND}")
+        members = [m for m in archive.getmembers() if any(Path(m.name).is_relative_to(p) for p in paths)]
         archive.extractall(root, members=members, filter="data")
-    if not (root / BACKEND / "__init__.py").is_file():
-        raise Unavailable(f"the archive holds no {BACKEND}/__init__.py")

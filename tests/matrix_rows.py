@@ -43,14 +43,14 @@ def unpack(wheel: Path, site: Path) -> Path:
 
 def install(row: str, wheel: Callable[[str], Path], site: Path) -> Path:
     """``site`` holding the torch_npu of ``row``, built from the pinned wheels (``wheel``
-    finds the one of a version); the backend of a genuine row and the edit of a prefix row
-    always made afresh (a tree may have changed)."""
+    finds the one of a version); the commit's parts of a genuine row (its backend and loader
+    files) and the edit of a prefix row always made afresh (a tree may have changed)."""
     kind, _, name = row.partition(":")
     if kind == "wheel":
         return unpack(wheel(name), site)
     if kind == "genuine":
-        source = genuine_states.source_of(name)
-        genuine_states.replace_backend(unpack(wheel("2.13.0"), site), source)
+        sources = {part: genuine_states.source_of(name, part) for part in genuine_states.PARTS}
+        genuine_states.replace_parts(unpack(wheel("2.13.0"), site), sources)
         return site
     if kind == "prefix":
         shutil.rmtree(site, ignore_errors=True)

@@ -31,13 +31,18 @@ BACKEND = "torch_npu._inductor.triton_experimental"
 #: Modules that hold fix targets, imported in this order when present.
 BACKEND_MODULES = ("npu_triton_heuristics", "codegen.triton", "lowering", "overrides", "npu_triton_helpers")
 
-#: Schemas of ``torch.ops.npu`` ops referenced at import time by the backend.
+#: Schemas of ``torch.ops.npu`` ops referenced at import time by the backend, and by its
+#: loader's decomposition registration (``torch_npu/_inductor/decomposition.py``).
 NPU_SCHEMAS = {
     "npu_dtype_cast": "npu_dtype_cast(Tensor self, ScalarType dtype) -> Tensor",
     "npu_dtype_cast_backward": "npu_dtype_cast_backward(Tensor grad, ScalarType dtype) -> Tensor",
     "_npu_dtype_cast": "_npu_dtype_cast(Tensor self, ScalarType dtype) -> Tensor",
     "_npu_dtype_cast_backward": "_npu_dtype_cast_backward(Tensor grad, ScalarType dtype) -> Tensor",
     "_npu_dropout": "_npu_dropout(Tensor self, float p) -> (Tensor, Tensor)",
+    "npu_dropout_backward": "npu_dropout_backward(Tensor grad_output, Tensor mask, float p) -> Tensor",
+    "npu_rms_norm": "npu_rms_norm(Tensor self, Tensor gamma, float epsilon=1e-06) -> (Tensor, Tensor)",
+    "npu_rms_norm_backward":
+        "npu_rms_norm_backward(Tensor dy, Tensor self, Tensor gamma, Tensor rstd) -> (Tensor, Tensor)",
 }
 _MISSING_OP = re.compile(r"'_OpNamespace' 'npu' object has no attribute '(\w+)'")
 _MAX_SCHEMA_RETRIES = 20

@@ -13,10 +13,12 @@ Stand-ins this needs, each a gap between CPU and NPU: the triton-ascend language
 3.2-era ``AttrsDescriptor`` the split reduction's combine kernel is described with, its
 ``MLIRCompilationError``, a driver-free Triton hash and no GPU driver to select, the
 launcher built for triton-ascend 3.2.x's layout (what our users have; ``runtime="3.6"``
-builds it for this machine's Triton as it is instead), and the "cpu"
+builds it for this machine's Triton as it is instead), the "cpu"
 device's processor count reported as the NPU's vector core count, as torch_npu reports it
 for its device (Inductor's reduction hints and splits depend on it: with this machine's
-few cores, real widths never get the OUTER hint).
+few cores, real widths never get the OUTER hint), and for the loader's decomposition
+registration (:func:`activate`) the NPU runtime's answers to the device queries of the
+modules it imports, and the kernels of torch_npu's dropout pair its decompositions call.
 """
 
 from __future__ import annotations
@@ -630,17 +632,109 @@ def interpret(function: Callable[..., Any], grid: tuple[int, int, int], kwargs: 
     return len(busy)
 
 
+#: The NPU the interpreter device stands for, as torch_npu's runtime describes it: an
+#: Ascend910B3 (``SocVersion`` 223 in torch_npu's ``NpuVariables.h``) with 20 cube and 40 vector
+#: cores (40: the backend's own default, the processor count :func:`cpu_device` reports).
+SOC_VERSION = 223
+CORES = {"cube_core_num": 20, "vector_core_num": 40}
+#: Attribute of ``torch._inductor.decomposition`` naming the ``decomposition.py`` whose
+#: registration filled Inductor's tables in this process.
+_REGISTERED_BY = "_npu_fixes_registered_by"
+_KERNELS: list = []  # keeps the torch.library registrations of the NPU kernels' stand-ins alive
+
+
+@contextlib.contextmanager
+def _npu_runtime_answers() -> Iterator[None]:
+    """While open, torch_npu's runtime answers the device queries of the loader's modules as
+    :data:`SOC_VERSION` and :data:`CORES` say: ``torch_npu.npu._backends.get_soc_version`` and
+    ``torch.npu``'s current device and its properties (the wheels' ``decomposition.py`` imports
+    ``_inductor/config.py``, which asks both when imported)."""
+    import torch
+
+    npu = types.ModuleType("torch_npu.npu")
+    npu.__path__ = []  # a package, whose one submodule is the one below
+    backends = types.ModuleType("torch_npu.npu._backends")
+    backends.get_soc_version = lambda: SOC_VERSION
+    device = types.SimpleNamespace(current_device=lambda: 0,
+                                   get_device_properties=lambda index=None: types.SimpleNamespace(**CORES))
+    with _modules({npu.__name__: npu, backends.__name__: backends}), \
+            mock.patch.object(torch, "npu", device, create=True):
+        yield
+
+
+def _npu_dropout_kernels() -> None:
+    """CPU and Meta kernels of torch_npu's ``_npu_dropout`` and ``npu_dropout_backward`` (NPU
+    kernels both), which the loaders' ``native_dropout`` decompositions call. The forward is the
+    CPU's ``native_dropout`` (the numbers eager draws; on the NPU eager dropout runs
+    ``_npu_dropout`` too), its keep-mask packed into a uint8 mask of torch_npu's size (one bit
+    per element, least significant first, the elements rounded up to a multiple of 128); the
+    backward unpacks it."""
+    import torch
+
+    def mask_bytes(numel: Any) -> Any:
+        return (numel + 127) // 128 * 16
+
+    def dropout(x: Any, p: float) -> tuple[Any, Any]:
+        out, keep = torch.ops.aten.native_dropout(x, p, True)
+        bits = torch.zeros(mask_bytes(x.numel()) * 8, dtype=torch.uint8, device=x.device)
+        bits[: x.numel()] = keep.flatten()
+        weights = torch.tensor([1 << i for i in range(8)], dtype=torch.uint8, device=x.device)
+        return out, (bits.view(-1, 8) * weights).sum(1).to(torch.uint8)
+
+    def backward(grad: Any, mask: Any, p: float) -> Any:
+        shifts = torch.arange(8, dtype=torch.uint8, device=mask.device)
+        keep = ((mask.unsqueeze(1) >> shifts) & 1).flatten()[: grad.numel()].view(grad.shape).bool()
+        return torch.ops.aten.native_dropout_backward(grad, keep, 1 / (1 - p))
+
+    library = torch.library.Library("npu", "IMPL")
+    library.impl("_npu_dropout", dropout, "CPU")
+    library.impl("_npu_dropout", lambda x, p: (torch.empty_like(x), x.new_empty(
+        mask_bytes(x.numel()), dtype=torch.uint8)), "Meta")
+    library.impl("npu_dropout_backward", backward, "CPU")
+    library.impl("npu_dropout_backward", lambda grad, mask, p: torch.empty_like(grad), "Meta")
+    _KERNELS.append(library)
+
+
 def activate(codegen: types.ModuleType) -> None:
     """The backend of a host-loaded ``codegen.triton`` module activated, generating the
-    kernels of Inductor's "cpu" device: first, as the torch_npu loader does, the
-    decompositions of the state's ``EXPLICIT_FALLBACK_LIST`` removed."""
+    kernels of Inductor's "cpu" device, with what torch_npu's ``_load_backend`` runs around the
+    backend's ``_activate()`` where CPU can run it.
+
+    Before it, the tree's ``_register_triton_experimental_decompositions()``, under
+    :func:`_npu_runtime_answers`, with :func:`_npu_dropout_kernels`; after it, the tree's
+    ``_register_shared_decompositions()`` where its ``decomposition.py`` has one (the commits'
+    ``_load_backend`` runs it after the loader). Not run: the loader's ``has_triton()`` check
+    (the interpreter is the device), ``restore_inductor_baseline`` (in a fresh process it puts
+    back what is there) and ``_apply_common_patches``, whose patches answer for the "npu"
+    device from its runtime and do not change what the "cpu" device compiles:
+    ``patch_is_gpu`` (makes ``get_gpu_type()``, called by every compile's post-grad pass, ask
+    ``torch.npu.is_available()``), ``patch_has_triton`` (its module imports ``torch_npu._C``;
+    Inductor asks it only of GPU devices and AOT compiles), ``patch_device_supports_tma`` (asks
+    ``torch.npu.is_available()``; read by TMA paths only, off by default), and
+    ``patch_codegen_with_cpp_wrapper`` and ``patch_cache_base_get_system`` (the C++ wrapper and
+    the cache key, neither used here; the commits' ``graph.py`` and ``codegen/common.py``
+    holding them are not in a self-build made of the wheel).
+
+    The registration fills Inductor's global tables: it runs once per process, and a tree
+    other than the one whose registration ran is refused."""
+    import torch._inductor.decomposition as tables
     from torch._inductor.codegen.common import register_backend_for_device
-    from torch._inductor.decomposition import decompositions
 
     package = codegen.__name__.rsplit(".", 2)[0]
-    for op in getattr(importlib.import_module(package + ".lowering"), "EXPLICIT_FALLBACK_LIST", []):
-        decompositions.pop(op, None)
+    inductor = package.rsplit(".", 1)[0]
+    registered = getattr(tables, _REGISTERED_BY, None)
+    with _npu_runtime_answers():
+        decomposition = importlib.import_module(inductor + ".decomposition")
+        if registered is None:
+            _npu_dropout_kernels()
+            decomposition._register_triton_experimental_decompositions()
+            setattr(tables, _REGISTERED_BY, decomposition.__file__)
+        elif registered != decomposition.__file__:
+            raise RuntimeError(f"Inductor's decompositions hold the registration of {registered}; "
+                               "activate one torch_npu per process")
     importlib.import_module(package)._activate()
+    if registered is None and hasattr(decomposition, "_register_shared_decompositions"):
+        decomposition._register_shared_decompositions()
     wrapper = importlib.import_module(package + ".codegen.wrapper").NPUWrapperCodeGen
     register_backend_for_device("cpu", codegen.NPUTritonScheduling, wrapper)
 
