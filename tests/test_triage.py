@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import pytest
+
 from npu_fixes.tools import triage
 
 
@@ -15,8 +17,10 @@ def test_a_class_needs_its_outcome_its_error_and_its_kernel(monkeypatch):
     assert triage.classify(record | {"outcome": "wrong"}) is None
 
 
-def test_every_class_has_a_verdict_and_a_known_outcome():
-    from npu_fixes.tools.sweep import FAILING
-
-    for cls in triage.CLASSES:
-        assert cls.kind in ("defect", "harness") and cls.outcome in FAILING and cls.verdict
+def test_a_class_needs_a_known_kind_a_failing_outcome_and_a_verdict():
+    with pytest.raises(ValueError, match="kind must be defect or harness"):
+        triage.FailureClass("x", "guess", "wrong", "", "", "verdict")
+    with pytest.raises(ValueError, match="outcome one of"):
+        triage.FailureClass("x", "defect", "pass", "", "", "verdict")
+    with pytest.raises(ValueError, match="the verdict said"):
+        triage.FailureClass("x", "defect", "wrong", "", "", "")
