@@ -44,6 +44,9 @@ NPU_SCHEMAS = {
     "npu_rms_norm_backward":
         "npu_rms_norm_backward(Tensor dy, Tensor self, Tensor gamma, Tensor rstd) -> (Tensor, Tensor)",
 }
+#: Tags of those ops, as torch_npu's ``npu_native_functions`` yaml gives them: a random op
+#: tagged ``nondeterministic_seeded`` is what Inductor orders with ``control_deps``.
+NPU_TAGS = {"_npu_dropout": ("nondeterministic_seeded",)}
 _MISSING_OP = re.compile(r"'_OpNamespace' 'npu' object has no attribute '(\w+)'")
 _MAX_SCHEMA_RETRIES = 20
 
@@ -169,7 +172,8 @@ def _define_npu_op(name: str, schema: str | None = None) -> None:
         return
     if not _LIBRARY:
         _LIBRARY.append(torch.library.Library("npu", "FRAGMENT"))
-    _LIBRARY[0].define(schema or f"{name}(Tensor self) -> Tensor")
+    tags = tuple(getattr(torch.Tag, tag) for tag in NPU_TAGS.get(name, ()))
+    _LIBRARY[0].define(schema or f"{name}(Tensor self) -> Tensor", tags=tags)
 
 
 def _describe(exc: BaseException) -> str:

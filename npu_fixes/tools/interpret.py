@@ -715,9 +715,14 @@ def activate(codegen: types.ModuleType) -> None:
     the cache key, neither used here; the commits' ``graph.py`` and ``codegen/common.py``
     holding them are not in a self-build made of the wheel).
 
+    Kept as PyTorch has it: ``F.scaled_dot_product_attention``, which 8bfbb9ed1's registration
+    replaces (eager included) by a function sending 4-D inputs to ``npu_fusion_attention_v3``,
+    an NPU kernel with no CPU kernel; attention there is compiled as at the other states.
+
     The registration fills Inductor's global tables: it runs once per process, and a tree
     other than the one whose registration ran is refused."""
     import torch._inductor.decomposition as tables
+    import torch.nn.functional as functional
     from torch._inductor.codegen.common import register_backend_for_device
 
     package = codegen.__name__.rsplit(".", 2)[0]
@@ -727,7 +732,9 @@ def activate(codegen: types.ModuleType) -> None:
         decomposition = importlib.import_module(inductor + ".decomposition")
         if registered is None:
             _npu_dropout_kernels()
+            attention = functional.scaled_dot_product_attention
             decomposition._register_triton_experimental_decompositions()
+            functional.scaled_dot_product_attention = attention
             setattr(tables, _REGISTERED_BY, decomposition.__file__)
         elif registered != decomposition.__file__:
             raise RuntimeError(f"Inductor's decompositions hold the registration of {registered}; "
