@@ -60,6 +60,7 @@ MODULES = (
     "dynamic_r0_index",
     "flat_rnode_mask",
     "modular_fold_bound",
+    "mixed_leaf_xmask",
     "te_parallel_ce",
 )
 
