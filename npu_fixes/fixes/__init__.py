@@ -61,7 +61,7 @@ MODULES = (
     "flat_rnode_mask",
     "modular_fold_bound",
     "mixed_leaf_xmask",
-    "erf_integer_dtype",
+    "integer_input_dtype",
     "te_parallel_ce",
 )
 
