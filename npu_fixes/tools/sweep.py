@@ -58,6 +58,10 @@ CONFIGS = ("built", "fixed")
 TOLERANCE = {"float32": (1e-4, 1e-4), "bfloat16": (1.6e-2, 1e-2)}
 #: A bfloat16 result within this many times its tolerance is the interpreter's rounding.
 BF16_ROUNDING_SPAN = 8
+#: A constant of the tanh form of gelu (sqrt(8/pi)) in which the loaders decompose it, and how
+#: many times the tolerance that form may differ from the exact one (4.7 forward, 9.1 backward seen).
+NPU_GELU_CONSTANT = "1.5957691216"
+NPU_GELU_SPAN = 16
 
 
 @dataclasses.dataclass(frozen=True)
@@ -82,6 +86,13 @@ HARNESS_LIMITS = (
         r"invalid operands of type pointer<",
         "the backend passes a 0-dim CPU tensor to its kernels by value; here every tensor is a CPU "
         "tensor, so a 0-dim input or output that is a device tensor on an NPU is taken for a scalar",
+    ),
+    HarnessLimit(
+        "npu-gelu-form",
+        None,
+        f"every state's loader decomposes gelu in the tanh form (sqrt(8/pi)), bafc50684's to match "
+        f"NPU eager, it says; the reference here is CPU eager's exact form: a result within "
+        f"{NPU_GELU_SPAN} times the tolerance from a kernel of that form is not judged",
     ),
     HarnessLimit(
         "bf16-rounding",
@@ -277,6 +288,8 @@ def run_sample(s: corpus.Sample, launches: list, order: ProgramOrder) -> dict[st
     record["detail"] = why
     if ":bfloat16:" in s.id and off <= BF16_ROUNDING_SPAN:
         return record | {"outcome": "harness-limit", "limit": "bf16-rounding"}
+    if off <= NPU_GELU_SPAN and any(NPU_GELU_CONSTANT in launch.source for launch in launches[first:]):
+        return record | {"outcome": "harness-limit", "limit": "npu-gelu-form"}
     return record | {"outcome": "wrong"}
 
 
