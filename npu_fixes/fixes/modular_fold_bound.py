@@ -53,11 +53,14 @@ def grows(expr: Any, loop_vars: set) -> bool:
 
 def bounded_below(base: Any, limit: Any, var_ranges: Mapping[Any, Any]) -> bool:
     """Whether Inductor's value ranges prove ``base < limit`` for loop variables in their
-    ranges (``[0, length)``)."""
+    ranges (``[0, length)``, lengths known at compile time)."""
     import sympy
     from torch.utils._sympy.value_ranges import ValueRanges, bound_sympy
 
-    ranges = {v: ValueRanges(0, var_ranges[v] - 1) for v in base.free_symbols if v in var_ranges}
+    lengths = {v: var_ranges[v] for v in base.free_symbols if v in var_ranges}
+    if not all(isinstance(length, (int, sympy.Integer)) for length in lengths.values()):
+        return False  # a length known only at run time: no bound proven here
+    ranges = {v: ValueRanges(0, length - 1) for v, length in lengths.items()}
     try:
         upper = bound_sympy(base, ranges).upper
         return bool(sympy.Lt(upper, limit))

@@ -30,6 +30,14 @@ from pathlib import Path
 BACKEND = "torch_npu._inductor.triton_experimental"
 #: Modules that hold fix targets, imported in this order when present.
 BACKEND_MODULES = ("npu_triton_heuristics", "codegen.triton", "lowering", "overrides", "npu_triton_helpers")
+#: The loader's modules imported with the backend, by full name (the loader of a build imports
+#: them before it activates the backend; their registration is not run here).
+LOADER_MODULES = ("torch_npu._inductor.decomposition",)
+#: The NPU the CPU stands for, as torch_npu's runtime describes it to the loader's modules: an
+#: Ascend910B3 (``SocVersion`` 223 in torch_npu's ``NpuVariables.h``) with 20 cube and 40 vector
+#: cores (40: the backend's own default).
+SOC_VERSION = 223
+CORES = {"cube_core_num": 20, "vector_core_num": 40}
 
 #: Schemas of ``torch.ops.npu`` ops referenced at import time by the backend, and by its
 #: loader's decomposition registration (``torch_npu/_inductor/decomposition.py``).
@@ -73,7 +81,7 @@ class HostLoad:
     version_error: str | None = None
 
     def module(self, short: str) -> types.ModuleType | None:
-        """A loaded backend module by short name, e.g. ``"lowering"``."""
+        """A loaded module by short name: a backend module's (``"lowering"``), a loader module's full name."""
         return self.modules.get(short)
 
 
@@ -174,6 +182,39 @@ def _define_npu_op(name: str, schema: str | None = None) -> None:
         _LIBRARY.append(torch.library.Library("npu", "FRAGMENT"))
     tags = tuple(getattr(torch.Tag, tag) for tag in NPU_TAGS.get(name, ()))
     _LIBRARY[0].define(schema or f"{name}(Tensor self) -> Tensor", tags=tags)
+
+
+@contextlib.contextmanager
+def npu_runtime_answers() -> Iterator[None]:
+    """While open, torch_npu's runtime answers the device queries of the loader's modules as
+    :data:`SOC_VERSION` and :data:`CORES` say: ``torch_npu.npu._backends.get_soc_version`` and
+    ``torch.npu``'s current device and its properties (the wheels' ``decomposition.py`` imports
+    ``_inductor/config.py``, which asks both when imported)."""
+    import torch
+
+    npu = types.ModuleType("torch_npu.npu")
+    npu.__path__ = []  # a package, whose one submodule is the one below
+    backends = types.ModuleType("torch_npu.npu._backends")
+    backends.get_soc_version = lambda: SOC_VERSION
+    device = types.SimpleNamespace(current_device=lambda: 0,
+                                   get_device_properties=lambda index=None: types.SimpleNamespace(**CORES))
+    stand_ins = {npu.__name__: npu, backends.__name__: backends}
+    saved = {name: sys.modules.get(name) for name in stand_ins}
+    had_npu, torch_npu_attr = hasattr(torch, "npu"), getattr(torch, "npu", None)
+    sys.modules.update(stand_ins)
+    torch.npu = device
+    try:
+        yield
+    finally:
+        for name, module in saved.items():
+            if module is None:
+                sys.modules.pop(name, None)
+            else:
+                sys.modules[name] = module
+        if had_npu:
+            torch.npu = torch_npu_attr
+        else:
+            del torch.npu
 
 
 def _describe(exc: BaseException) -> str:
@@ -302,4 +343,14 @@ def _load_modules(root: Path, source: Path) -> HostLoad:
             raise
         except BaseException as exc:  # noqa: BLE001 - reported per module, SystemExit included
             load_result.errors[short] = _describe(exc)
+    for name in LOADER_MODULES:
+        if not (root / Path(*name.split("."))).with_suffix(".py").is_file():
+            continue
+        try:
+            with npu_runtime_answers():
+                load_result.modules[name] = _import_with_schemas(name)
+        except KeyboardInterrupt:
+            raise
+        except BaseException as exc:  # noqa: BLE001 - reported per module, SystemExit included
+            load_result.errors[name] = _describe(exc)
     return load_result

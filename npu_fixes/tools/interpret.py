@@ -632,34 +632,10 @@ def interpret(function: Callable[..., Any], grid: tuple[int, int, int], kwargs: 
     return len(busy)
 
 
-#: The NPU the interpreter device stands for, as torch_npu's runtime describes it: an
-#: Ascend910B3 (``SocVersion`` 223 in torch_npu's ``NpuVariables.h``) with 20 cube and 40 vector
-#: cores (40: the backend's own default, the processor count :func:`cpu_device` reports).
-SOC_VERSION = 223
-CORES = {"cube_core_num": 20, "vector_core_num": 40}
 #: Attribute of ``torch._inductor.decomposition`` naming the ``decomposition.py`` whose
 #: registration filled Inductor's tables in this process.
 _REGISTERED_BY = "_npu_fixes_registered_by"
 _KERNELS: list = []  # keeps the torch.library registrations of the NPU kernels' stand-ins alive
-
-
-@contextlib.contextmanager
-def _npu_runtime_answers() -> Iterator[None]:
-    """While open, torch_npu's runtime answers the device queries of the loader's modules as
-    :data:`SOC_VERSION` and :data:`CORES` say: ``torch_npu.npu._backends.get_soc_version`` and
-    ``torch.npu``'s current device and its properties (the wheels' ``decomposition.py`` imports
-    ``_inductor/config.py``, which asks both when imported)."""
-    import torch
-
-    npu = types.ModuleType("torch_npu.npu")
-    npu.__path__ = []  # a package, whose one submodule is the one below
-    backends = types.ModuleType("torch_npu.npu._backends")
-    backends.get_soc_version = lambda: SOC_VERSION
-    device = types.SimpleNamespace(current_device=lambda: 0,
-                                   get_device_properties=lambda index=None: types.SimpleNamespace(**CORES))
-    with _modules({npu.__name__: npu, backends.__name__: backends}), \
-            mock.patch.object(torch, "npu", device, create=True):
-        yield
 
 
 def _npu_dropout_kernels() -> None:
@@ -701,7 +677,8 @@ def activate(codegen: types.ModuleType) -> None:
     backend's ``_activate()`` where CPU can run it.
 
     Before it, the tree's ``_register_triton_experimental_decompositions()``, under
-    :func:`_npu_runtime_answers`, with :func:`_npu_dropout_kernels`; after it, the tree's
+    :func:`npu_fixes.tools.host.npu_runtime_answers`, with :func:`_npu_dropout_kernels`; after
+    it, the tree's
     ``_register_shared_decompositions()`` where its ``decomposition.py`` has one (the commits'
     ``_load_backend`` runs it after the loader). Not run: the loader's ``has_triton()`` check
     (the interpreter is the device), ``restore_inductor_baseline`` (in a fresh process it puts
@@ -725,10 +702,12 @@ def activate(codegen: types.ModuleType) -> None:
     import torch.nn.functional as functional
     from torch._inductor.codegen.common import register_backend_for_device
 
+    from npu_fixes.tools import host
+
     package = codegen.__name__.rsplit(".", 2)[0]
     inductor = package.rsplit(".", 1)[0]
     registered = getattr(tables, _REGISTERED_BY, None)
-    with _npu_runtime_answers():
+    with host.npu_runtime_answers():
         decomposition = importlib.import_module(inductor + ".decomposition")
         if registered is None:
             _npu_dropout_kernels()

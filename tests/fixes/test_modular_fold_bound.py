@@ -60,6 +60,9 @@ def test_only_bases_that_do_not_grow_and_are_not_bounded_are_hidden():
     small = FloorDiv(x0, 2) + ModularIndexing(x0, 1, 2)  # at most 5: the fold is right
     assert fix.unsafe_atoms(ModularIndexing(small, 1, 6), ranges) == []
     assert fix.unsafe_atoms(ModularIndexing(x0 + x1, 1, 16), ranges) == [], "grows: left to the method"
+    s0 = sympy.Symbol("s0", integer=True, positive=True)
+    assert fix.unsafe_atoms(ModularIndexing(small, 1, 6), {x0: 2 * s0 + 1, x1: sympy.Integer(4)}) == [
+        ModularIndexing(small, 1, 6)], "a length known only at run time proves no bound"
 
     def drop_all(index):  # a fold that drops every modulo of divisor 1
         return index.replace(lambda e: isinstance(e, ModularIndexing), lambda e: e.args[0])

@@ -28,7 +28,8 @@ def report(location: str, targets: dict, exploding_probe: bool = False) -> dict:
 
         dualview_fold.FIX.probe.__globals__["fold_once"] = probe_explodes
     loaded = host_load(location)
-    assert set(loaded.modules) == set(standalone_host().BACKEND_MODULES)
+    host = standalone_host()
+    assert set(loaded.modules) == {*host.BACKEND_MODULES, *host.LOADER_MODULES}
     del os.environ["NPU_FIXES"]
     before = backend_targets(targets)  # npu_fixes not armed yet: the backend as loaded
     import npu_fixes
