@@ -21,6 +21,7 @@
 
 from __future__ import annotations
 
+import inspect
 import re
 import types
 from collections.abc import Callable
@@ -49,9 +50,11 @@ def plain_definition(line: str, prefix: str) -> str | None:
 
 
 def install(module: types.ModuleType, patcher: Patcher) -> None:
+    signature = inspect.signature(getattr(module, TARGET))
+
     def apply_lines(wrapped: Callable[..., Any], instance: Any, args: tuple, kwargs: dict) -> Any:
-        kernel, prefix = args[0], args[1]
-        rewrite_body(kernel, lambda line: plain_definition(line, prefix))
+        bound = signature.bind(*args, **kwargs).arguments
+        rewrite_body(bound["kernel"], lambda line: plain_definition(line, bound["prefix"]))
         return wrapped(*args, **kwargs)
 
     patcher.wrap_path(module, TARGET, apply_lines)

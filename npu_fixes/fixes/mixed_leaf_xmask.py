@@ -16,6 +16,7 @@
 
 from __future__ import annotations
 
+import inspect
 import re
 import types
 from collections.abc import Callable
@@ -45,9 +46,11 @@ def defines_xmask(kernel: Any) -> bool:
 
 
 def install(module: types.ModuleType, patcher: Patcher) -> None:
+    signature = inspect.signature(getattr(module, TARGET))
+
     def apply_lines(wrapped: Callable[..., Any], instance: Any, args: tuple, kwargs: dict) -> Any:
         result = wrapped(*args, **kwargs)
-        kernel = args[0]
+        kernel = signature.bind(*args, **kwargs).arguments["kernel"]
         if not defines_xmask(kernel):
             rewrite_body(kernel, without_xmask)
         return result

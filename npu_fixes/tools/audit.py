@@ -136,7 +136,7 @@ def _unknown_layout(loaded: host.HostLoad, fixes: list[Fix]) -> str | None:
     act on (a layout this npu-fixes does not know: a module moved or renamed)."""
     if not loaded.has_backend:
         return None
-    shorts = sorted({_short_name(fix) for fix in fixes})
+    shorts = sorted({_short_name(fix) for fix in fixes if fix.module.startswith(host.BACKEND + ".")})
     if any(loaded.module(s) is not None or s in loaded.errors for s in shorts):
         return None
     return (f"unknown layout: {host.BACKEND} has none of the modules npu-fixes acts on "
@@ -156,8 +156,9 @@ def audit(location: str | os.PathLike[str] | None = None) -> AuditReport:
             raise host.NotTorchNpu("no torch_npu is installed here; pass --torch-npu PATH")
         location = found
     npu_fixes.registry().disarm()  # the audit installs on the loaded code itself
-    # not a torch_npu backend fix: nothing to audit in a torch_npu tree
-    backend = [fix for fix in all_fixes() if fix.module.startswith(host.BACKEND + ".")]
+    # not a fix of the backend or of its loader: nothing to audit in a torch_npu tree
+    backend = [fix for fix in all_fixes()
+               if fix.module.startswith(host.BACKEND + ".") or fix.module in host.LOADER_MODULES]
     with host.no_bytecode(), _exits_reported():  # probes may import more of the audited tree
         loaded = host.load(location)
         patcher = Patcher()
