@@ -9,6 +9,11 @@ import pytest
 from npu_fixes.tools import host
 from tests.conftest import PINNED, run_program, wheel_path
 
+#: The loader's module, loaded with the backend's.
+DECOMPOSITION = "torch_npu._inductor.decomposition"
+#: Every module a load of a whole tree brings, sorted.
+LOADED = ["codegen.triton", "lowering", "npu_triton_helpers", "npu_triton_heuristics", "overrides", DECOMPOSITION]
+
 
 def report(location, env=None) -> dict:
     """The host load of ``location`` in a fresh interpreter (tests/programs/host.py)."""
@@ -24,7 +29,7 @@ def test_load_pinned_wheels(version):
         assert res["has_backend"] is False and res["modules"] == []
     else:
         assert res["has_backend"] is True
-        assert res["modules"] == ["codegen.triton", "lowering", "npu_triton_helpers", "npu_triton_heuristics", "overrides"]
+        assert res["modules"] == LOADED
         assert res["errors"] == {} and res["device_stand_in"] is True
         assert res["language_stand_in"] is True  # stock Triton here: no tl.extra.cann of its own
 
@@ -41,9 +46,9 @@ def test_load_source_tree_and_package_dir(tmp_path):
     root = _extract("2.13.0", tmp_path / "tree")
     (root / "torch_npu" / "version.py").unlink()  # a source tree has no generated version.py
     res = report(root)
-    assert res["version"] is None and res["modules"] == ["codegen.triton", "lowering", "npu_triton_helpers", "npu_triton_heuristics", "overrides"]
+    assert res["version"] is None and res["modules"] == LOADED
     res = report(root / "torch_npu")
-    assert res["modules"] == ["codegen.triton", "lowering", "npu_triton_helpers", "npu_triton_heuristics", "overrides"]
+    assert res["modules"] == LOADED
 
 
 def test_tree_with_a_different_module_list(tmp_path):
@@ -53,7 +58,7 @@ def test_tree_with_a_different_module_list(tmp_path):
     (backend / "lowering.py").unlink()
     (backend / "codegen" / "triton.py").write_text("raise ImportError('needs a newer torch')\n")
     res = report(root)
-    assert res["modules"] == ["npu_triton_helpers", "npu_triton_heuristics"]
+    assert res["modules"] == ["npu_triton_helpers", "npu_triton_heuristics", DECOMPOSITION]
     assert "needs a newer torch" in res["errors"]["codegen.triton"]
 
 
@@ -103,12 +108,13 @@ def test_import_time_systemexit_is_reported_not_raised(tmp_path):
     res = report(root)
     assert res["errors"] == {"lowering": "SystemExit: 7"}
     assert res["version"] is None and res["version_error"] == "torch_npu/version.py raised SystemExit: 7"
-    assert res["modules"] == ["codegen.triton", "npu_triton_helpers", "npu_triton_heuristics", "overrides"]
+    assert res["modules"] == ["codegen.triton", "npu_triton_helpers", "npu_triton_heuristics", "overrides",
+                              DECOMPOSITION]
 
 
 def test_load_writes_no_pycache(tmp_path):
     root = _extract("2.14.0", tmp_path / "tree")
     res = report(root, env={"PYTHONDONTWRITEBYTECODE": ""})
-    assert res["modules"] == ["codegen.triton", "lowering", "npu_triton_helpers", "npu_triton_heuristics", "overrides"]
+    assert res["modules"] == LOADED
     assert res["dont_write_bytecode"] is False  # restored after the load
     assert list(root.rglob("__pycache__")) == []
