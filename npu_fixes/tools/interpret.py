@@ -678,9 +678,8 @@ def activate(codegen: types.ModuleType) -> None:
 
     Before it, the tree's ``_register_triton_experimental_decompositions()``, under
     :func:`npu_fixes.tools.host.npu_runtime_answers`, with :func:`_npu_dropout_kernels`; after
-    it, the tree's
-    ``_register_shared_decompositions()`` where its ``decomposition.py`` has one (the commits'
-    ``_load_backend`` runs it after the loader). Not run: the loader's ``has_triton()`` check
+    it, the tree's ``_register_shared_decompositions()`` where its ``decomposition.py`` has one
+    (the commits' ``_load_backend`` runs it after the loader). Not run: the loader's ``has_triton()`` check
     (the interpreter is the device), ``restore_inductor_baseline`` (in a fresh process it puts
     back what is there) and ``_apply_common_patches``, whose patches answer for the "npu"
     device from its runtime and do not change what the "cpu" device compiles:
