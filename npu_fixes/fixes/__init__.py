@@ -62,6 +62,7 @@ MODULES = (
     "modular_fold_bound",
     "mixed_leaf_xmask",
     "integer_input_dtype",
+    "safe_softmax_guard",
     "te_parallel_ce",
 )
 

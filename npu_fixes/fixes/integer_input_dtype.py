@@ -29,6 +29,7 @@ from typing import Any
 from ..shim.catalogue import EVERYWHERE, NOT_FIXED, About
 from ..shim.fix import Fix, Probe
 from ..shim.patcher import Patcher
+from .shared.loader_decompositions import installed, wrap_installed
 
 #: Each override -> the aten op whose decomposition it installs, by name.
 OVERRIDES = {"_override_gelu_decomp": "erf", "_override_native_dropout_decomp": "native_dropout_backward"}
@@ -60,62 +61,19 @@ def floating_input(decomposition: Callable[..., Any]) -> Callable[..., Any]:
             a = a.to(torch.get_default_dtype())
         return decomposition(a, *args, **kwargs)
 
-    floating.__wrapped__ = decomposition  # type: ignore[attr-defined]
     return floating
 
 
-def installed(module: types.ModuleType, override: str) -> Any:
-    """The decomposition the live ``override`` installs for its op; Inductor's tables are put
-    back as they were."""
-    from torch._decomp.decompositions_for_rng import extra_random_decomps
-    from torch._inductor.decomposition import decompositions
-
-    tables = (decompositions, extra_random_decomps)
-    before = [dict(table) for table in tables]
-    try:
-        getattr(module, override)()
-        return decompositions.get(_op(OVERRIDES[override]))
-    finally:
-        for table, saved in zip(tables, before, strict=True):
-            table.clear()
-            table.update(saved)
-
-
-def _wrap_loader_entry(module: types.ModuleType, patcher: Patcher, override: str) -> None:
-    """The loader's entry of ``override``'s op wrapped by :func:`floating_input`, in Inductor's
-    table and in the copy of it Inductor keeps (``fast_random_decomps``) where that is made."""
-    from torch._inductor import decomposition
-
-    op = _op(OVERRIDES[override])
-    entry = decomposition.decompositions.get(op)
-    if getattr(entry, "__module__", None) != module.__name__:  # not the loader's, or wrapped already
-        return
-    fixed = floating_input(entry)
-    patcher.set_item(decomposition.decompositions, op, fixed)
-    copies = getattr(decomposition, "fast_random_decomps", None)
-    if copies is not None and copies.cache_info().currsize:
-        patcher.set_item(copies(), op, fixed)
-
-
 def install(module: types.ModuleType, patcher: Patcher) -> None:
-    for override in OVERRIDES:
-        if not hasattr(module, override):
-            continue
-
-        def after(wrapped: Callable[..., Any], instance: Any, args: tuple, kwargs: dict,
-                  override: str = override) -> Any:
-            result = wrapped(*args, **kwargs)
-            _wrap_loader_entry(module, patcher, override)
-            return result
-
-        patcher.wrap_path(module, override, after)
-        _wrap_loader_entry(module, patcher, override)  # the loader ran before npu_fixes was armed
+    for override, name in OVERRIDES.items():
+        if hasattr(module, override):
+            wrap_installed(module, patcher, override, _op(name), floating_input)
 
 
 def probe(module: types.ModuleType) -> Probe:
     samples, wrong = integer_samples(), []
     for override, name in OVERRIDES.items():
-        decomposition = installed(module, override) if hasattr(module, override) else None
+        decomposition = installed(module, override, _op(name)) if hasattr(module, override) else None
         if decomposition is None:
             continue
         args, eager = samples[name]
