@@ -143,6 +143,16 @@ def interpreted(codegen, fn, *args, runtime: str = "3.2", dynamic: bool | None =
         return {"error": innermost(exc)}
 
 
+def against_eager(codegen, programs: dict, judge, dynamic: bool | None = None) -> dict:
+    """label -> ``judge(compiled result, eager result)`` for each ``label -> (fn, args)`` of
+    ``programs`` compiled by :func:`interpreted` (``dynamic`` as given), or the error."""
+    out = {}
+    for label, (fn, args) in programs.items():
+        run = interpreted(codegen, fn, *args, dynamic=dynamic)
+        out[label] = run["error"] if "error" in run else judge(run["result"], fn(*args))
+    return out
+
+
 def interpreted_with_npu_fixes(name: str, location: str, run_all) -> dict:
     """``run_all(codegen)`` through the backend at ``location``, its kernels on the
     interpreter device, without and with npu_fixes (:func:`with_npu_fixes` for fix ``name``)."""

@@ -4,7 +4,7 @@ interpreter, compared with eager."""
 
 from __future__ import annotations
 
-from tests.programs import interpreted, interpreted_with_npu_fixes, main
+from tests.programs import against_eager, interpreted_with_npu_fixes, main
 
 NAME = "dynamic-r0-index"
 
@@ -29,14 +29,8 @@ def run_all(codegen) -> dict:
         "reshaped-sum": (reshaped_sum, (torch.randn(96, 70), 48, 140)),
         "transposed-amax": (rows_amax, (torch.randn(40, 66), 22, 120)),
     }
-    out = {}
-    for label, (fn, args) in programs.items():
-        run = interpreted(codegen, fn, *args, dynamic=True)
-        if "error" in run:
-            out[label] = run["error"]
-        else:
-            out[label] = bool(torch.allclose(run["result"], fn(*args), rtol=1e-5, atol=1e-5))
-    return out
+    return against_eager(codegen, programs, lambda got, want: bool(torch.allclose(got, want, rtol=1e-5, atol=1e-5)),
+                         dynamic=True)
 
 
 def reductions(location: str) -> dict:

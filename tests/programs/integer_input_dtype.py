@@ -4,7 +4,7 @@ decompositions, kernels run in Triton's interpreter, compared with eager (dtype 
 
 from __future__ import annotations
 
-from tests.programs import interpreted, interpreted_with_npu_fixes, main
+from tests.programs import against_eager, interpreted_with_npu_fixes, main
 
 NAME = "integer-input-dtype"
 
@@ -27,16 +27,12 @@ def run_all(codegen) -> dict:
         "dropout-backward-int64-scale-1": (dropout_backward(1.0), (ints, torch.ones(8, dtype=torch.bool))),
         "dropout-backward-float32": (dropout_backward(2.0), (torch.randn(8), keep)),
     }
-    out = {}
-    for label, (fn, args) in programs.items():
-        run = interpreted(codegen, fn, *args)
-        if "error" in run:
-            out[label] = run["error"]
-            continue
-        got, want = run["result"], fn(*args)
-        out[label] = (True if got.dtype == want.dtype and torch.allclose(got, want, atol=1e-6)
-                      else f"{got.dtype} {got[:4].tolist()} for {want.dtype} {want[:4].tolist()}")
-    return out
+    def judge(got, want):
+        if got.dtype == want.dtype and torch.allclose(got, want, atol=1e-6):
+            return True
+        return f"{got.dtype} {got[:4].tolist()} for {want.dtype} {want[:4].tolist()}"
+
+    return against_eager(codegen, programs, judge)
 
 
 def programs(location: str) -> dict:

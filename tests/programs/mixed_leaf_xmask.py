@@ -4,7 +4,7 @@ interpreter, compared with eager."""
 
 from __future__ import annotations
 
-from tests.programs import interpreted, interpreted_with_npu_fixes, main
+from tests.programs import against_eager, interpreted_with_npu_fixes, main
 
 NAME = "mixed-leaf-xmask"
 
@@ -34,14 +34,7 @@ def run_all(codegen) -> dict:
         "rows-by-weights": (weighted_rows, (torch.randn(16, 32), torch.randn(16))),
         "per-batch": (weighted_rows_per_batch, (torch.randn(4, 16, 32), torch.randn(4, 16))),
     }
-    out = {}
-    for label, (fn, args) in programs.items():
-        run = interpreted(codegen, fn, *args)
-        if "error" in run:
-            out[label] = run["error"]
-        else:
-            out[label] = bool(torch.allclose(run["result"], fn(*args), rtol=1e-5, atol=1e-5))
-    return out
+    return against_eager(codegen, programs, lambda got, want: bool(torch.allclose(got, want, rtol=1e-5, atol=1e-5)))
 
 
 def reductions(location: str) -> dict:
