@@ -333,24 +333,17 @@ def _load_modules(root: Path, source: Path) -> HostLoad:
         _define_npu_op(op, schema)
     sys.modules[f"{BACKEND}.device"] = _device_stand_in()
     _language_stand_in()
-    for short in BACKEND_MODULES:
-        relative = Path(*short.split("."))
-        if not ((backend_dir / f"{relative}.py").is_file() or (backend_dir / relative).is_dir()):
+    wanted = [(short, f"{BACKEND}.{short}") for short in BACKEND_MODULES] + [(n, n) for n in LOADER_MODULES]
+    for key, name in wanted:
+        path = root / Path(*name.split("."))
+        if not (path.with_suffix(".py").is_file() or path.is_dir()):
             continue
+        answers = npu_runtime_answers() if name in LOADER_MODULES else contextlib.nullcontext()
         try:
-            load_result.modules[short] = _import_with_schemas(f"{BACKEND}.{short}")
+            with answers:
+                load_result.modules[key] = _import_with_schemas(name)
         except KeyboardInterrupt:
             raise
         except BaseException as exc:  # noqa: BLE001 - reported per module, SystemExit included
-            load_result.errors[short] = _describe(exc)
-    for name in LOADER_MODULES:
-        if not (root / Path(*name.split("."))).with_suffix(".py").is_file():
-            continue
-        try:
-            with npu_runtime_answers():
-                load_result.modules[name] = _import_with_schemas(name)
-        except KeyboardInterrupt:
-            raise
-        except BaseException as exc:  # noqa: BLE001 - reported per module, SystemExit included
-            load_result.errors[name] = _describe(exc)
+            load_result.errors[key] = _describe(exc)
     return load_result
