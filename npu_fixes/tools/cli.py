@@ -242,8 +242,6 @@ def cmd_sweep(args: argparse.Namespace) -> int:
             raise ValueError("the selection holds no sample")
         root = host.locate(location)  # a wheel is extracted once, here, not in every worker
         journal = sweep.Journal(args.journal, sweep.fingerprint(str(root))) if args.journal else None
-        if journal:
-            journal.load()  # a journal of another build, or a damaged one, stops the sweep here
     except (accuracy.SetupError, ValueError, host.NotTorchNpu, OSError) as exc:
         print(f"npu-fixes sweep: {exc}", file=sys.stderr)
         return EXIT_USAGE
@@ -258,7 +256,7 @@ def cmd_sweep(args: argparse.Namespace) -> int:
     try:
         report = sweep.sweep(str(location), ids, label, args.jobs or os.cpu_count() or 1, args.timeout,
                              root=str(root), progress=progress, journal=journal)
-    except sweep.WorkerFailed as exc:
+    except (sweep.WorkerFailed, sweep.JournalError) as exc:  # the journal is read before any sample runs
         bar.close()
         print(f"npu-fixes sweep: {exc}", file=sys.stderr)
         return EXIT_USAGE

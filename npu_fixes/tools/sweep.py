@@ -497,7 +497,11 @@ def fingerprint(root: str) -> dict[str, str]:
             "torch": torch.__version__, "triton": triton.__version__}
 
 
-class JournalMismatch(ValueError):
+class JournalError(ValueError):
+    """The journal cannot be taken: damaged in the middle, or not to be read or written."""
+
+
+class JournalMismatch(JournalError):
     """The journal holds a sweep of another torch_npu, npu_fixes, torch or Triton."""
 
 
@@ -513,8 +517,15 @@ class Journal:
     def load(self) -> dict[str, dict[str, dict]]:
         """Sample id -> config -> record of what the journal holds (empty where it does not
         exist yet: it is created with the fingerprint). A last line cut short by a stop is
-        left out; :class:`JournalMismatch` where it was made with another fingerprint, ValueError
-        where a line in the middle is not a record."""
+        left out; :class:`JournalMismatch` where it was made with another fingerprint,
+        :class:`JournalError` where a line in the middle is not a record or the file cannot be
+        read or written."""
+        try:
+            return self._load()
+        except OSError as exc:
+            raise JournalError(f"{self.path}: {exc.strerror or exc}") from None
+
+    def _load(self) -> dict[str, dict[str, dict]]:
         if not self.path.exists():
             self.path.parent.mkdir(parents=True, exist_ok=True)
             self.path.write_text(json.dumps({"fingerprint": self.fingerprint}) + "\n")
@@ -539,7 +550,7 @@ class Journal:
                 if number == len(lines):  # the line being written when the sweep stopped: dropped
                     self.path.write_text(text[: text.rstrip("\n").rfind("\n") + 1])
                     break
-                raise ValueError(f"{self.path}, line {number}: not a sample's record ({exc})") from None
+                raise JournalError(f"{self.path}, line {number}: not a sample's record ({exc})") from None
         else:
             if not text.endswith("\n"):
                 with self.path.open("a") as f:
