@@ -1,6 +1,6 @@
 """The promoted-reduction rewrite: run the live ``_npu_apply_promoted_rtree_lines`` on a few
 lines, and edit kernel-body lines around it (permuted-full-reduction, promoted-rtree-shape,
-dynamic-r0-index)."""
+dynamic-r0-index, mixed-leaf-xmask)."""
 
 from __future__ import annotations
 
