@@ -27,28 +27,30 @@ sys.path.insert(0, str(REPO))
 from npu_fixes.tools.sweep import CONFIGS, OUTCOMES  # noqa: E402
 
 
-def readme(rows: list[tuple[str, dict, float]], extra: list[str], today: str, commit: str) -> str:
+def readme(rows: list[tuple[str, dict, float, int]], extra: list[str], today: str, commit: str) -> str:
     """The counts per state and outcome, and the failures with npu_fixes by class."""
     lines = [
         f"# Sweep of every state ({today}, commit {commit}, {os.cpu_count()}-core CPU machine)",
         "",
         f"Corpus: {rows[0][1]['corpus']}; arguments: `{' '.join(extra) or '(none)'}`.",
         "Kernels in Triton's interpreter on CPU (`npu-fixes sweep`); nothing here ran on Ascend hardware.",
-        "Each cell: as built / with npu_fixes.",
+        "Each cell: as built / with npu_fixes. Minutes: of the last run only; the records an earlier",
+        "run had finished (in its journal) are counted under \"from journal\" (a sample's two are two).",
         "",
-        "| state | samples | minutes | " + " | ".join(OUTCOMES) + " | regressions | unexplained |",
-        "|" + "---|" * (len(OUTCOMES) + 5),
+        "| state | samples | minutes | from journal | "
+        + " | ".join(OUTCOMES) + " | regressions | unexplained |",
+        "|" + "---|" * (len(OUTCOMES) + 6),
     ]
-    for name, report, minutes in rows:
+    for name, report, minutes, resumed in rows:
         counts = report["counts"]
         cells = [f"{counts[CONFIGS[0]].get(o, 0)} / {counts[CONFIGS[1]].get(o, 0)}" for o in OUTCOMES]
         lines.append(
-            f"| {name} | {report['samples']} | {minutes:.1f} | "
+            f"| {name} | {report['samples']} | {minutes:.1f} | {resumed} | "
             + " | ".join(cells)
             + f" | {len(report['regressions'])} | {len(report['unexplained'])} |"
         )
     lines += ["", "Failures with npu_fixes by class (`npu_fixes/tools/triage.py`):", ""]
-    for name, report, _ in rows:
+    for name, report, *_ in rows:
         by_class: dict[str, int] = {}
         for cls in report["classes"].values():
             by_class[cls or "UNEXPLAINED"] = by_class.get(cls or "UNEXPLAINED", 0) + 1
@@ -76,10 +78,11 @@ def main(argv: list[str]) -> int:
     out.mkdir(parents=True, exist_ok=True)
     rows, failing = [], False
     for name, path in states.items():
+        journal = out / "journals" / f"{name}.jsonl"
         started = time.monotonic()
         proc = subprocess.run(
             [sys.executable, "-m", "npu_fixes", "sweep", "--torch-npu", path, "--json",
-             "--journal", str(out / "journals" / f"{name}.jsonl"), *extra],
+             "--journal", str(journal), *extra],
             capture_output=True,
             text=True,
             env=dict(os.environ, TORCH_DEVICE_BACKEND_AUTOLOAD="0"),
@@ -93,7 +96,7 @@ def main(argv: list[str]) -> int:
         report["records"] = {i: r for i, r in report["records"].items()  # the journal has the rest
                              if {c["outcome"] for c in r.values()} - {"pass", "no-kernel"}}
         (out / f"{name}.json").write_text(json.dumps(report, indent=1) + "\n")
-        rows.append((name, report, (time.monotonic() - started) / 60))
+        rows.append((name, report, (time.monotonic() - started) / 60, report["from_journal"]))
         failing |= bool(report["silent_with_npu_fixes"] or report["regressions"] or report["unexplained"])
         print(
             f"{name}: {report['samples']} samples in {rows[-1][2]:.1f} min: {json.dumps(report['counts'])}",

@@ -145,8 +145,21 @@ def test_a_journal_keeps_finished_samples_and_the_next_sweep_runs_only_the_rest(
                          journal=sweep.Journal(path, FINGERPRINT))
     assert second.records["ok-1"] == first.records["ok-1"]
     assert second.counts("fixed") == {"pass": 3}
+    assert (first.from_journal, second.from_journal) == (0, 4)
     assert len(path.read_text().splitlines()) == 1 + 4 + 2, "fingerprint, 4 records, 2 new: the cut line gone"
     assert set(sweep.Journal(path, FINGERPRINT).load()) == {"ok-1", "ok-2", "ok-3"}
+
+
+def test_a_sweep_runs_both_configs_of_a_chunk_before_the_next_chunk(monkeypatch, tmp_path):
+    monkeypatch.setattr(sweep, "WORKER", "tests.sweep_stub_worker")
+    path = tmp_path / "journal.jsonl"
+    sweep.sweep("nowhere", ["ok-1", "ok-2", "ok-3", "ok-4"], "four", 1, 30, chunk=2,
+                journal=sweep.Journal(path, FINGERPRINT))
+    written = [json.loads(line) for line in path.read_text().splitlines()[1:]]
+    assert [(e["config"], e["id"]) for e in written] == [
+        ("built", "ok-1"), ("built", "ok-2"), ("fixed", "ok-1"), ("fixed", "ok-2"),
+        ("built", "ok-3"), ("built", "ok-4"), ("fixed", "ok-3"), ("fixed", "ok-4"),
+    ], "a sweep stopped after a chunk leaves both records of its samples"
 
 
 def test_a_journal_of_another_build_or_a_damaged_one_is_refused(tmp_path):

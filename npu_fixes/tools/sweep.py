@@ -23,6 +23,7 @@ from __future__ import annotations
 import collections
 import dataclasses
 import hashlib
+import itertools
 import json
 import math
 import os
@@ -433,6 +434,8 @@ class Report:
     selection: str
     #: sample id -> config -> record
     records: dict[str, dict[str, dict]]
+    #: how many of the records were taken from a journal, not run by this sweep
+    from_journal: int = 0
 
     def counts(self, config: str) -> Counter:
         return Counter(r[config]["outcome"] for r in self.records.values())
@@ -466,6 +469,7 @@ class Report:
             "torch_npu": self.location,
             "corpus": self.selection,
             "samples": len(self.records),
+            "from_journal": self.from_journal,
             "counts": {c: dict(self.counts(c)) for c in CONFIGS},
             "silent_with_npu_fixes": self.silent(),
             "regressions": self.regressions(),
@@ -563,12 +567,14 @@ class Journal:
 
 
 def _units(ids: Iterable[str], records: dict[str, dict[str, dict]], per_worker: int) -> list[Unit]:
-    """For each config, the ids without a record of it, in chunks of ``per_worker``."""
-    units = []
+    """For each config, the ids without a record of it, in chunks of ``per_worker``; the
+    configs' chunks taken in turn, so that a sweep stopped part way leaves both records of
+    most samples it finished, not one config's."""
+    chunks = []
     for config in CONFIGS:
         todo = [i for i in ids if config not in records[i]]
-        units += [Unit(config, todo[i : i + per_worker]) for i in range(0, len(todo), per_worker)]
-    return units
+        chunks.append([Unit(config, todo[i : i + per_worker]) for i in range(0, len(todo), per_worker)])
+    return [unit for turn in itertools.zip_longest(*chunks) for unit in turn if unit is not None]
 
 
 def sweep(
@@ -592,7 +598,8 @@ def sweep(
     known = journal.load() if journal else {}
     records: dict[str, dict[str, dict]] = {i: dict(known.get(i, {})) for i in ids}
     lock, total = threading.Lock(), len(ids) * len(CONFIGS)
-    finished = [sum(len(r) for r in records.values())]
+    resumed = sum(len(r) for r in records.values())
+    finished = [resumed]
     per_worker = max(1, min(chunk, math.ceil((total - finished[0]) / max(jobs, 1))))
     units = _units(ids, records, per_worker)
 
@@ -612,7 +619,7 @@ def sweep(
         except WorkerFailed:
             pool.shutdown(cancel_futures=True)
             raise
-    return Report(location, label, records)
+    return Report(location, label, records, resumed)
 
 
 def main(argv: Sequence[str]) -> None:
