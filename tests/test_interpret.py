@@ -313,6 +313,21 @@ def test_nan_of_max_and_min_reductions_is_judged_through_the_wheel():
     assert res == {"amax": True, "amin": True, "max-of-all": True}, res
 
 
+def test_the_device_is_a_gpu_type_for_inductor_as_the_npu_is(genuine):
+    """Every state's loader makes "npu" a GPU type for Inductor; the interpreter device answers
+    the same: a sum of 4 elements is unrolled (no ``tl.sum``: the CPU keeps the reduction), a
+    transposed copy and a row sum of one input fuse into one kernel after its loops are
+    reordered (the CPU skips that: two kernels), both equal to eager; the CPU's answer is back
+    once the device is closed."""
+    res = run_program("interpret", "gpu_type_decisions", env={"NPU_FIXES": "0"},
+                      location=str(genuine("bafc50684")))
+    assert res == {
+        "sum-of-4": {"equal": True, "kernels": 1, "summing": 0, "reordered": 0},
+        "transposed-copy-and-row-sum": {"equal": True, "kernels": 1, "summing": 1, "reordered": 1},
+        "cpu-after": False,
+    }, res
+
+
 def test_any_block_length_and_programs_with_work():
     out = torch.zeros(30, dtype=torch.int32)
     busy = interpret(_block_of.fn, (4, 1, 1), {"out_ptr": out, "BLOCK": 12, "numel": 30})

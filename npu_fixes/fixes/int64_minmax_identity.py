@@ -6,7 +6,7 @@
   source dtype: ``tl.full(..., -9223372036854775808, tl.int32)`` for ``amax``/``max``/
   ``argmax``, ``9223372036854775807`` for ``amin``/``min``/``argmin``. Triton's frontend
   cuts the constant to 32 bits (0 and -1), so lanes past the row's end hold 0 or -1:
-  ``torch.arange(5).amin()`` gives -1, ``amax`` of negative values 0. Triton's interpreter
+  ``torch.arange(20).amin()`` gives -1, ``amax`` of negative values 0. Triton's interpreter
   refuses the constant.
 - **Where**: ``codegen.triton.NPUTritonKernel.reduction``.
 - **Probe**: where the backend computes int64 as int32 (its codegen patches map the type),
@@ -103,7 +103,7 @@ FIX = Fix(
     name="int64-minmax-identity",
     about=About(
         symptom=(
-            "`amax`/`amin`/`max`/`min`/`argmax` over int64 values wrong: `torch.arange(5).amin()` gives -1, "
+            "`amax`/`amin`/`max`/`min`/`argmax` over int64 values wrong: `torch.arange(20).amin()` gives -1, "
             "`amax` of negative values 0 (the accumulator starts from int64's extreme cut to 32 bits)"
         ),
         present=EVERYWHERE,

@@ -16,7 +16,8 @@ launcher built for triton-ascend 3.2.x's layout (what our users have; ``runtime=
 builds it for this machine's Triton as it is instead), the "cpu"
 device's processor count reported as the NPU's vector core count, as torch_npu reports it
 for its device (Inductor's reduction hints and splits depend on it: with this machine's
-few cores, real widths never get the OUTER hint), and for the loader's decomposition
+few cores, real widths never get the OUTER hint), Inductor's decisions for a GPU type (what
+the loader makes "npu") taken for the "cpu" device, and for the loader's decomposition
 registration (:func:`activate`) the NPU runtime's answers to the device queries of the
 modules it imports, and the kernels of torch_npu's dropout pair its decompositions call.
 """
@@ -682,9 +683,10 @@ def activate(codegen: types.ModuleType) -> None:
     (the commits' ``_load_backend`` runs it after the loader). Not run: the loader's ``has_triton()`` check
     (the interpreter is the device), ``restore_inductor_baseline`` (in a fresh process it puts
     back what is there) and ``_apply_common_patches``, whose patches answer for the "npu"
-    device from its runtime and do not change what the "cpu" device compiles:
-    ``patch_is_gpu`` (makes ``get_gpu_type()``, called by every compile's post-grad pass, ask
-    ``torch.npu.is_available()``), ``patch_has_triton`` (its module imports ``torch_npu._C``;
+    device from its runtime: ``patch_is_gpu`` (makes ``get_gpu_type()``, called by every
+    compile's post-grad pass, ask ``torch.npu.is_available()``; what it changes in the
+    kernels, "npu" a GPU type for Inductor, :func:`cpu_device` gives the "cpu" device),
+    ``patch_has_triton`` (its module imports ``torch_npu._C``;
     Inductor asks it only of GPU devices and AOT compiles), ``patch_device_supports_tma`` (asks
     ``torch.npu.is_available()``; read by TMA paths only, off by default), and
     ``patch_codegen_with_cpp_wrapper`` and ``patch_cache_base_get_system`` (the C++ wrapper and
@@ -722,6 +724,49 @@ def activate(codegen: types.ModuleType) -> None:
         decomposition._register_shared_decompositions()
     wrapper = importlib.import_module(package + ".codegen.wrapper").NPUWrapperCodeGen
     register_backend_for_device("cpu", codegen.NPUTritonScheduling, wrapper)
+
+
+#: Inductor's modules whose answer to ``is_gpu`` shapes the kernels of a device.
+_DEVICE_DECIDERS = ("ir", "scheduler", "lowering", "fx_passes.post_grad", "decomposition")
+
+
+def _npu_device_answers() -> list[Any]:
+    """Patches under which Inductor decides for the "cpu" device what it decides for the NPU.
+
+    Every state's loader (``patch_is_gpu`` in ``_apply_common_patches``) adds "npu" to
+    Inductor's GPU types, so the NPU's nodes are GPU nodes: loops reordered and merged after
+    fusion (not merged in lowering, dependencies not normalized), full reductions of fewer
+    than ``unroll_reductions_threshold`` elements unrolled, and the GPU branch of the
+    convolution-backward and unfused-addmm choices. Asked as of the CPU still: the device
+    index check of ``Scheduler.create_backend`` (a CPU device has no index) and which 0-dim
+    buffers are CPU scalars (on the NPU only those on the CPU; here every tensor is one).
+    Of the branches on ``device.type == "cpu"``, the variance's: its two-step form only up to
+    ``unroll_reductions_threshold`` elements, as on any other device (the CPU's threshold is
+    set to it); the others keep the CPU's answer (docs/verification.md names them)."""
+    import torch._inductor.config as inductor_config
+    import torch._inductor.scheduler as scheduler
+    from torch._inductor.utils import is_gpu
+
+    def npu_is_gpu(device_type: str | None) -> bool:
+        return device_type == "cpu" or is_gpu(device_type)
+
+    def as_cpu(method: Callable[..., Any]) -> Callable[..., Any]:
+        @functools.wraps(method)
+        def asked_as_cpu(self: Any, *args: Any, **kwargs: Any) -> Any:
+            with mock.patch.object(scheduler, "is_gpu", is_gpu):
+                return method(self, *args, **kwargs)
+
+        return asked_as_cpu
+
+    patches = [mock.patch.object(importlib.import_module("torch._inductor." + name), "is_gpu", npu_is_gpu)
+               for name in _DEVICE_DECIDERS]
+    patches.append(mock.patch.object(scheduler.BaseSchedulerNode, "is_cpu", lambda self: False))
+    for name in ("create_backend", "update_zero_dim_cpu_tensor"):
+        method = getattr(scheduler.Scheduler, name)
+        patches.append(mock.patch.object(scheduler.Scheduler, name, as_cpu(method)))
+    threshold = inductor_config.unroll_reductions_threshold
+    patches.append(inductor_config.patch({"cpp.use_two_step_variance_threshold": threshold}))
+    return patches
 
 
 @contextlib.contextmanager
@@ -775,6 +820,7 @@ def cpu_device(codegen: types.ModuleType, order: random.Random | None = None,
         mock.patch.object(heuristics.NPUCachingAutotuner, "benchmark_all_configs", first_config),
         mock.patch.object(DeviceProperties, "create", classmethod(npu_sized)),
         inductor_config.patch(cpu_backend="triton", compile_threads=1, force_disable_caches=True),
+        *_npu_device_answers(),
     ]
     if runtime == "3.2":
         patches += [mock.patch.object(triton_compiler, "AttrsDescriptor", AttrsDescriptor, create=True),

@@ -75,7 +75,8 @@ def test_a_models_kernels_drop_nan_as_built_and_keep_it_with_npu_fixes(genuine, 
     runs), with npu_fixes both keep it (``arith.maximumf``)."""
     res = run_program("minmax_propagate_nan", "model_ir_ops", location=str(genuine("bafc50684")),
                       with_fixes=with_fixes)
-    assert (res["kernels"], res["built"]) == (11, 9), res  # the loader keeps embedding (and its backward) a fallback
+    # the loader keeps embedding (and its backward) a fallback; loops fused after reordering, as for the NPU
+    assert (res["kernels"], res["built"]) == (9, 7), res
     assert len(res["minmax_calls"]) == 2, res
     assert all(("tl.PropagateNan.ALL" in call) is with_fixes for call in res["minmax_calls"]), res
     assert res["ir_ops"] == ({"arith.maximumf": 1} if with_fixes else {"arith.maxnumf": 1}), res

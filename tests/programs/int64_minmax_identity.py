@@ -16,7 +16,7 @@ def run_all(codegen) -> dict:
 
     negatives = -(torch.arange(7 * 13).reshape(7, 13) % 11) - 1
     programs = {
-        "amin-arange": (lambda x: x.amin(), torch.arange(5)),
+        "amin-arange": (lambda x: x.amin(), torch.arange(20)),
         "amax-negative": (lambda x: x.amax(), negatives),
         "max-dim": (lambda x: x.max(1).values, negatives),
         "amin-long-rows": (lambda x: x.amin(1), torch.arange(4 * 5000).reshape(4, 5000) + 7),

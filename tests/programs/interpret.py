@@ -24,5 +24,42 @@ def nan_reductions(location: str) -> dict:
     return out
 
 
+def gpu_type_decisions(location: str) -> dict:
+    """Two programs whose kernels depend on whether Inductor takes the device for a GPU,
+    compiled through the backend at ``location``: label -> equal to eager, kernels launched,
+    those holding a ``tl.sum``, loops reordered after fusion; and whether ``is_gpu("cpu")``
+    is False again once the interpreter device is closed."""
+    import torch
+    import torch._inductor.ir as ir
+    import torch._inductor.metrics as metrics
+    from torch.utils._pytree import tree_leaves
+
+    from npu_fixes.tools import interpret
+
+    codegen = host_load(location).modules["codegen.triton"]
+    interpret.activate(codegen)
+    programs = {
+        "sum-of-4": (lambda x: x.sum(), torch.rand(4)),
+        "transposed-copy-and-row-sum": (lambda x: ((x + 1).t().contiguous(), x.sum(1)), torch.rand(64, 32)),
+    }
+    out = {}
+    for label, (fn, x) in programs.items():
+        metrics.reset()
+        run = interpreted(codegen, fn, x)
+        if "error" in run:
+            out[label] = run
+            continue
+        expected, actual = fn(x), run["result"]
+        out[label] = {
+            "equal": all(torch.allclose(a, e) for a, e in zip(tree_leaves(actual), tree_leaves(expected),
+                                                              strict=True)),
+            "kernels": len(run["launches"]),
+            "summing": sum("tl.sum(" in launch.source for launch in run["launches"]),
+            "reordered": metrics.num_loop_reordering,
+        }
+    out["cpu-after"] = ir.is_gpu("cpu")
+    return out
+
+
 if __name__ == "__main__":
     main(globals())
