@@ -37,7 +37,7 @@ def run(location: str, models: list[str], iterations: int, with_fixes: bool) -> 
             cells[record["name"]] = f"stops: `{record['error'][:60]}`"
         else:
             failure = record["failure"]
-            cells[record["name"]] = f"`{failure['tensor']}` off by {failure['max_error']:.3g}"
+            cells[record["name"]] = f"`{failure['tensor']}` off by {float(failure['max_error']):.3g}"
     return cells
 
 
