@@ -317,13 +317,17 @@ def test_the_device_is_a_gpu_type_for_inductor_as_the_npu_is(genuine):
     """Every state's loader makes "npu" a GPU type for Inductor; the interpreter device answers
     the same: a sum of 4 elements is unrolled (no ``tl.sum``: the CPU keeps the reduction), a
     transposed copy and a row sum of one input fuse into one kernel after its loops are
-    reordered (the CPU skips that: two kernels), both equal to eager; the CPU's answer is back
-    once the device is closed."""
+    reordered (the CPU skips that: two kernels), a softmax's rows of 1100 floats are stored
+    with a stride padded to 1120 (comprehensive padding, skipped for a CPU graph), each equal
+    to eager; the CPU's answer is back once the device is closed."""
     res = run_program("interpret", "gpu_type_decisions", env={"NPU_FIXES": "0"},
                       location=str(genuine("bafc50684")))
     assert res == {
-        "sum-of-4": {"equal": True, "kernels": 1, "summing": 0, "reordered": 0},
-        "transposed-copy-and-row-sum": {"equal": True, "kernels": 1, "summing": 1, "reordered": 1},
+        "sum-of-4": {"equal": True, "kernels": 1, "summing": 0, "reordered": 0, "row-stride-1120": 0},
+        "transposed-copy-and-row-sum": {"equal": True, "kernels": 1, "summing": 1, "reordered": 1,
+                                        "row-stride-1120": 0},
+        "softmax-of-1100-then-matmul": {"equal": True, "kernels": 2, "summing": 1, "reordered": 0,
+                                        "row-stride-1120": 1},
         "cpu-after": False,
     }, res
 

@@ -742,7 +742,10 @@ def _npu_device_answers() -> list[Any]:
     buffers are CPU scalars (on the NPU only those on the CPU; here every tensor is one).
     Of the branches on ``device.type == "cpu"``, the variance's: its two-step form only up to
     ``unroll_reductions_threshold`` elements, as on any other device (the CPU's threshold is
-    set to it); the others keep the CPU's answer (docs/verification.md names them)."""
+    set to it); the others keep the CPU's answer (docs/verification.md names them). And
+    comprehensive padding: the strides of intermediate buffers padded to an alignment, which
+    Inductor skips for a graph without a GPU input and the triton_experimental loader leaves on
+    (only the default backend's loader turns it off)."""
     import torch._inductor.config as inductor_config
     import torch._inductor.scheduler as scheduler
     from torch._inductor.utils import is_gpu
@@ -765,7 +768,8 @@ def _npu_device_answers() -> list[Any]:
         method = getattr(scheduler.Scheduler, name)
         patches.append(mock.patch.object(scheduler.Scheduler, name, as_cpu(method)))
     threshold = inductor_config.unroll_reductions_threshold
-    patches.append(inductor_config.patch({"cpp.use_two_step_variance_threshold": threshold}))
+    patches.append(inductor_config.patch({"cpp.use_two_step_variance_threshold": threshold,
+                                          "disable_padding_cpu": False}))
     return patches
 
 

@@ -27,8 +27,9 @@ def nan_reductions(location: str) -> dict:
 def gpu_type_decisions(location: str) -> dict:
     """Two programs whose kernels depend on whether Inductor takes the device for a GPU,
     compiled through the backend at ``location``: label -> equal to eager, kernels launched,
-    those holding a ``tl.sum``, loops reordered after fusion; and whether ``is_gpu("cpu")``
-    is False again once the interpreter device is closed."""
+    those holding a ``tl.sum``, loops reordered after fusion, kernels indexing rows of 1100
+    floats padded to 1120; and whether ``is_gpu("cpu")`` is False again once the interpreter
+    device is closed."""
     import torch
     import torch._inductor.ir as ir
     import torch._inductor.metrics as metrics
@@ -41,6 +42,7 @@ def gpu_type_decisions(location: str) -> dict:
     programs = {
         "sum-of-4": (lambda x: x.sum(), torch.rand(4)),
         "transposed-copy-and-row-sum": (lambda x: ((x + 1).t().contiguous(), x.sum(1)), torch.rand(64, 32)),
+        "softmax-of-1100-then-matmul": (lambda x: torch.softmax(x, -1) @ torch.ones(1100, 3), torch.rand(4, 1100)),
     }
     out = {}
     for label, (fn, x) in programs.items():
@@ -56,6 +58,7 @@ def gpu_type_decisions(location: str) -> dict:
             "kernels": len(run["launches"]),
             "summing": sum("tl.sum(" in launch.source for launch in run["launches"]),
             "reordered": metrics.num_loop_reordering,
+            "row-stride-1120": sum("1120" in launch.source for launch in run["launches"]),
         }
     out["cpu-after"] = ir.is_gpu("cpu")
     return out
