@@ -737,7 +737,7 @@ def _npu_device_answers() -> list[Any]:
     Inductor's GPU types, so the NPU's nodes are GPU nodes: loops reordered and merged after
     fusion (not merged in lowering, dependencies not normalized), full reductions of fewer
     than ``unroll_reductions_threshold`` elements unrolled, and the GPU branch of the
-    convolution-backward and unfused-addmm choices. Asked as of the CPU still: the device
+    convolution-backward and unfused-addmm choices. Still answered as for the CPU: the device
     index check of ``Scheduler.create_backend`` (a CPU device has no index) and which 0-dim
     buffers are CPU scalars (on the NPU only those on the CPU; here every tensor is one).
     Of the branches on ``device.type == "cpu"``, the variance's: its two-step form only up to

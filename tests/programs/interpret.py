@@ -25,7 +25,7 @@ def nan_reductions(location: str) -> dict:
 
 
 def gpu_type_decisions(location: str) -> dict:
-    """Two programs whose kernels depend on whether Inductor takes the device for a GPU,
+    """Three programs whose kernels depend on whether Inductor takes the device for a GPU,
     compiled through the backend at ``location``: label -> equal to eager, kernels launched,
     those holding a ``tl.sum``, loops reordered after fusion, kernels indexing rows of 1100
     floats padded to 1120; and whether ``is_gpu("cpu")`` is False again once the interpreter
