@@ -37,6 +37,21 @@ def test_reverse_order_reverses_the_programs():
     assert programs == [3, 2, 1]
 
 
+def test_a_sample_dynamo_itself_cannot_compile_is_skipped_with_the_cpp_message():
+    # PyTorch's own limit, no backend loaded: Dynamo's fake-tensor trace of ``cov`` with
+    # symbolic sizes calls a C++ kernel that cannot take them.
+    s = sweep.corpus.sample("opinfo:cov:-:float32:fwd:dynamic:2")
+    with pytest.raises(Exception, match="symbolic sizes"):
+        torch.compile(s.fn, backend="eager", dynamic=True)(*s.args, **s.kwargs)
+    torch._dynamo.reset()
+    record = sweep.run_sample(s, [], sweep.ProgramOrder())
+    assert record == {
+        "outcome": "skipped",
+        "detail": "fails with backend='eager' too: RuntimeError: "
+        "Cannot call numel() on tensor with symbolic sizes/strides",
+    }
+
+
 def test_bad_input_is_named(tmp_path):
     bad = cli("sweep", "--torch-npu", str(tmp_path), "--samples", "gen:1")
     assert bad.returncode == 2 and "npu-fixes sweep:" in bad.stderr

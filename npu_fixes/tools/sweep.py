@@ -15,7 +15,8 @@ backend generated nothing to judge); ``wrong`` (also a kernel constant its type 
 hold); ``out-of-bounds`` (a kernel read or wrote outside its buffers: silent on a device);
 ``compile-error``; ``run-time-error``;
 ``harness-limit`` (what Triton's interpreter cannot run or judge, :data:`HARNESS_LIMITS`);
-``skipped`` (eager itself fails or is not deterministic: no reference).
+``skipped`` (eager itself fails or is not deterministic: no reference; or the compile
+fails with Dynamo's own ``backend="eager"`` too: no backend code is reached).
 """
 
 from __future__ import annotations
@@ -216,7 +217,8 @@ def _innermost(exc: BaseException) -> BaseException:
 
 
 def _error_text(exc: BaseException) -> str:
-    lines = [line for line in str(exc).strip().splitlines() if line.strip()]
+    message = str(exc).split("\nException raised from ", 1)[0]  # a C++ error's stack follows
+    lines = [line for line in message.strip().splitlines() if line.strip()]
     return f"{type(exc).__name__}: {lines[-1].strip() if lines else ''}"[:300]
 
 
@@ -235,6 +237,21 @@ def _compile_stage(exc: BaseException) -> bool:
         or isinstance(inner, (NameError, SyntaxError))
         or type(inner).__name__ == "CompilationError"
     )
+
+
+def _fails_without_a_backend(s: corpus.Sample) -> bool:
+    """Whether ``s`` fails compiled by Dynamo alone (``backend="eager"``): then the backend
+    never gets its graph, and nothing of it can be judged."""
+    import torch
+
+    torch._dynamo.reset()
+    try:
+        _evaluate(s, torch.compile(s.fn, backend="eager", dynamic=s.dynamic, fullgraph=False))
+    except Exception:  # noqa: BLE001 - the answer
+        return True
+    finally:
+        torch._dynamo.reset()
+    return False
 
 
 def run_sample(s: corpus.Sample, launches: list, order: ProgramOrder) -> dict[str, Any]:
@@ -268,6 +285,8 @@ def run_sample(s: corpus.Sample, launches: list, order: ProgramOrder) -> dict[st
     except Exception as exc:  # noqa: BLE001 - the outcome
         inner = _innermost(exc)
         text = _error_text(inner)
+        if not isinstance(inner, OutOfBounds) and _fails_without_a_backend(s):
+            return {"outcome": "skipped", "detail": f"fails with backend='eager' too: {text}"}
         record["kernels"] = len(launches) - first
         record["detail"] = text
         record["kernel_sources"] = [launch.source for launch in launches[first:][-1:]]
