@@ -28,6 +28,7 @@ import contextlib
 import dataclasses
 import functools
 import importlib
+import inspect
 import numbers
 import random
 import sys
@@ -728,6 +729,37 @@ def activate(codegen: types.ModuleType) -> None:
 
 #: Inductor's modules whose answer to ``is_gpu`` shapes the kernels of a device.
 _DEVICE_DECIDERS = ("ir", "scheduler", "lowering", "fx_passes.post_grad", "decomposition")
+#: Inductor's functions that choose on ``device.type == "cpu"`` how to compile, answered as
+#: for the NPU (module, name): a right pad rewritten as a cat, a cat's pointwise form, a division
+#: by a constant as a multiplication by its reciprocal, ``mm``/``bmm``/``addmm`` with a
+#: dimension of 1 decomposed under the conditions of devices other than the CPU.
+_CPU_BRANCHES = (("lowering", "_pad_as_cat"), ("lowering", "cat"), ("lowering", "div_prim"),
+                 ("decomposition", "mm"), ("decomposition", "bmm"), ("decomposition", "addmm"))
+
+
+@contextlib.contextmanager
+def _answered_as_npu(module: str, name: str) -> Iterator[None]:
+    """While open, where Inductor's function ``name`` of ``module`` compares a device's type
+    with "cpu" it compares it with a string no device type is (the constants of its code
+    swapped in the same function object, which every table holding it sees); its own code is
+    back when closed."""
+    function = inspect.unwrap(getattr(importlib.import_module("torch._inductor." + module), name))
+    code = function.__code__
+
+    def other(constant: Any) -> Any:
+        if constant == "cpu":
+            return "cpu, answered as for the NPU"
+        return tuple(map(other, constant)) if isinstance(constant, tuple) else constant
+
+    constants = tuple(map(other, code.co_consts))
+    if constants == code.co_consts:
+        raise RuntimeError(f"torch._inductor.{module}.{name} no longer compares a device with 'cpu': "
+                           "see what it decides before answering it as for the NPU")
+    function.__code__ = code.replace(co_consts=constants)
+    try:
+        yield
+    finally:
+        function.__code__ = code
 
 
 def _npu_device_answers() -> list[Any]:
@@ -742,7 +774,8 @@ def _npu_device_answers() -> list[Any]:
     buffers are CPU scalars (on the NPU only those on the CPU; here every tensor is one).
     Of the branches on ``device.type == "cpu"``, the variance's: its two-step form only up to
     ``unroll_reductions_threshold`` elements, as on any other device (the CPU's threshold is
-    set to it); the others keep the CPU's answer (docs/verification.md names them). And
+    set to it); those of :data:`_CPU_BRANCHES` (:func:`_answered_as_npu`); the others, about
+    CPU scalars and tensors moved between devices, keep the CPU's answer. And
     comprehensive padding: the strides of intermediate buffers padded to an alignment, which
     Inductor skips for a graph without a GPU input and the triton_experimental loader leaves on
     (only the default backend's loader turns it off)."""
@@ -767,6 +800,7 @@ def _npu_device_answers() -> list[Any]:
     for name in ("create_backend", "update_zero_dim_cpu_tensor"):
         method = getattr(scheduler.Scheduler, name)
         patches.append(mock.patch.object(scheduler.Scheduler, name, as_cpu(method)))
+    patches += [_answered_as_npu(module, name) for module, name in _CPU_BRANCHES]
     threshold = inductor_config.unroll_reductions_threshold
     patches.append(inductor_config.patch({"cpp.use_two_step_variance_threshold": threshold,
                                           "disable_padding_cpu": False}))
