@@ -139,7 +139,7 @@ def fix(session: nox.Session) -> None:
 def accuracy_table(session: nox.Session) -> None:
     """The README's model-level table in full (``scripts/accuracy_table.py``): the accuracy
     models through every genuine state and the 2.13.0 and 2.14.0 wheels, as built and with
-    npu_fixes, on CPU (about 16 minutes on 2 cores). Extra arguments go to the script."""
+    npu_fixes, on CPU (12 to 16 minutes on 2 cores). Extra arguments go to the script."""
     backends = []
     for state in genuine_states.COMMITS:
         backends.append(f"{state}={installed(session, f'genuine:{state}')}")
