@@ -268,6 +268,14 @@ def cli(*args: str, env: dict[str, str] | None = None, path: Sequence[Path] = ()
                        argv=list(args), setup=setup)
 
 
+def assert_probed_repaired_and_undone(res: dict, says: str = "") -> None:
+    """A :func:`tests.programs.with_npu_fixes` result of a state with the defect: the probe
+    found it (its detail holding ``says``), the fix applied, the probe finds it no more, and
+    ``npu_fixes.undo()`` brings it back."""
+    assert res["probe_before"][0] is True and says in res["probe_before"][1], res["probe_before"]
+    assert res["state"] == "applied" and res["probe_after"] is False and res["undone"] is True, res
+
+
 def last_json(proc: subprocess.CompletedProcess[str]):
     """The JSON document printed on the last stdout line."""
     return json.loads(proc.stdout.strip().splitlines()[-1])

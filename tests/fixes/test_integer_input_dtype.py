@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import pytest
 
-from tests.conftest import FIXED_UPSTREAM, run_at_states
+from tests.conftest import FIXED_UPSTREAM, assert_probed_repaired_and_undone, run_at_states
 from tests.genuine_states import COMMITS
 
 STATES = (*COMMITS, *FIXED_UPSTREAM)
@@ -24,10 +24,8 @@ def runs(genuine) -> dict[str, dict]:
 @pytest.mark.parametrize("state", STATES)
 def test_probe_says_needed_and_the_fix_applies(runs, state):
     res = runs[state]
-    assert res["probe_before"][0] is True and res["state"] == "applied"
-    assert "native_dropout_backward gives torch.int64 for an int64 input" in res["probe_before"][1]
+    assert_probed_repaired_and_undone(res, "native_dropout_backward gives torch.int64 for an int64 input")
     assert ("erf gives torch.int64" in res["probe_before"][1]) is (state in LOADER_ERF)
-    assert res["probe_after"] is False and res["undone"] is True
 
 
 @pytest.mark.parametrize("state", STATES)

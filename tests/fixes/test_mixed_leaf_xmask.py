@@ -8,7 +8,7 @@ import types
 
 import pytest
 
-from tests.conftest import FIXED_UPSTREAM, run_at_states
+from tests.conftest import FIXED_UPSTREAM, assert_probed_repaired_and_undone, run_at_states
 from tests.genuine_states import COMMITS
 
 STATES = (*COMMITS, *FIXED_UPSTREAM)
@@ -25,9 +25,7 @@ def runs(genuine) -> dict[str, dict]:
 @pytest.mark.parametrize("state", PRESENT)
 def test_probe_says_needed_and_the_fix_applies(runs, state):
     res = runs[state]
-    assert res["probe_before"][0] is True and res["state"] == "applied"
-    assert "& xmask" in res["probe_before"][1]
-    assert res["probe_after"] is False and res["undone"] is True
+    assert_probed_repaired_and_undone(res, "& xmask")
 
 
 @pytest.mark.parametrize("state", PRESENT)

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import pytest
 
-from tests.conftest import FIXED_UPSTREAM, run_at_states
+from tests.conftest import FIXED_UPSTREAM, assert_probed_repaired_and_undone, run_at_states
 from tests.genuine_states import COMMITS
 
 STATES = (*COMMITS, *FIXED_UPSTREAM)
@@ -23,9 +23,7 @@ def runs(genuine) -> dict[str, dict]:
 def test_probe_says_needed_and_the_fix_applies(runs, state):
     """The live method folds the probe's index wrongly at every state, the wheels included."""
     res = runs[state]
-    assert res["probe_before"][0] is True and res["state"] == "applied"
-    assert "is folded to 3*((x0//2)) + 27*(ModularIndexing(x0, 1, 2))" in res["probe_before"][1]
-    assert res["probe_after"] is False and res["undone"] is True
+    assert_probed_repaired_and_undone(res, "is folded to 3*((x0//2)) + 27*(ModularIndexing(x0, 1, 2))")
 
 
 @pytest.mark.parametrize("state", COMMITS)

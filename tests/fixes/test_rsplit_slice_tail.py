@@ -7,7 +7,7 @@ from __future__ import annotations
 import pytest
 
 from npu_fixes.fixes.rsplit_slice_tail import PROBE_SOURCE, aligned
-from tests.conftest import FIXED_UPSTREAM, run_at_states
+from tests.conftest import FIXED_UPSTREAM, assert_probed_repaired_and_undone, run_at_states
 from tests.genuine_states import BEYOND, COMMITS, UNFIXED
 
 NAME = "rsplit-slice-tail"
@@ -70,8 +70,7 @@ def test_the_defect_is_at_every_state_and_wheel():
 @pytest.mark.parametrize("state", STATES)
 def test_probe_says_needed_and_the_fix_applies(runs, state):
     res = runs[state]
-    assert res["probe_before"][0] is True and res["state"] == "applied"
-    assert res["probe_after"] is False and res["undone"] is True
+    assert_probed_repaired_and_undone(res)
 
 
 @pytest.mark.parametrize("state", STATES)

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import pytest
 
-from tests.conftest import FIXED_UPSTREAM, run_at_states
+from tests.conftest import FIXED_UPSTREAM, assert_probed_repaired_and_undone, run_at_states
 from tests.genuine_states import COMMITS
 
 ALL_RIGHT = dict.fromkeys(("padded-attention", "safe-softmax", "unmasked-attention"), True)
@@ -20,9 +20,7 @@ def runs(genuine) -> dict[str, dict]:
 @pytest.mark.parametrize("state", FIXED_UPSTREAM)
 def test_probe_says_needed_and_the_fix_applies(runs, state):
     res = runs[state]
-    assert res["probe_before"][0] is True and res["state"] == "applied"
-    assert "gives [nan, nan, nan, nan] for a row of -inf" in res["probe_before"][1]
-    assert res["probe_after"] is False and res["undone"] is True
+    assert_probed_repaired_and_undone(res, "gives [nan, nan, nan, nan] for a row of -inf")
 
 
 @pytest.mark.parametrize("state", FIXED_UPSTREAM)
