@@ -103,6 +103,14 @@ def _odd_lanes(in_ptr, out_ptr):
 
 
 @triton.jit
+def _signed_by_flag(in_ptr, out_ptr, flag, BLOCK: tl.constexpr):
+    offsets = tl.arange(0, BLOCK)
+    x = tl.load(in_ptr + offsets)
+    tl.store(out_ptr + offsets, tl.where(flag, x, -x))
+    tl.store(out_ptr + BLOCK + offsets, (flag & (x > 0)).to(tl.float32))
+
+
+@triton.jit
 def _row_max_twice(in_ptr, out_ptr, BLOCK: tl.constexpr):
     rows = tl.arange(0, 4)[:, None]
     total = tl.zeros([4], tl.float32)
@@ -336,6 +344,21 @@ def test_the_device_is_a_gpu_type_for_inductor_as_the_npu_is(genuine):
         "cpu-after": False,
         "div-compares-with-cpu-after": True,
     }, res
+
+
+def test_a_bool_passed_by_value_is_taken_as_a_device_takes_it():
+    """A 0-dim bool the wrapper passes by value (the backend does so for a 0-dim bool tensor)
+    selects and combines as a bool; Triton's interpreter alone refuses it at its first use."""
+    x = torch.tensor([1.0, -2.0, 3.0, -4.0])
+    for flag in (True, False):
+        out = torch.zeros(8)
+        interpret(_signed_by_flag.fn, (1, 1, 1), {"in_ptr": x, "out_ptr": out, "flag": flag, "BLOCK": 4})
+        assert out[:4].tolist() == (x if flag else -x).tolist()
+        assert out[4:].tolist() == ((x > 0) & flag).float().tolist()
+    from triton.runtime.interpreter import InterpretedFunction
+    with pytest.raises(Exception, match="primitive_bitwidth"):
+        InterpretedFunction(_signed_by_flag.fn).run(
+            grid=(1, 1, 1), warmup=False, in_ptr=x, out_ptr=torch.zeros(8), flag=True, BLOCK=4)
 
 
 def test_any_block_length_and_programs_with_work():

@@ -200,7 +200,7 @@ def test_a_journaled_sweep_is_taken_from_its_journal_and_another_build_is_refuse
 def test_report_counts_regressions_and_unexplained_failures():
     records = {"a": {"built": {"outcome": "pass"}, "fixed": {"outcome": "wrong", "detail": "x"}},
                "b": {"built": {"outcome": "wrong", "detail": "x"}, "fixed": {"outcome": "pass"}},
-               "c": {"built": {"outcome": "pass"}, "fixed": {"outcome": "harness-limit", "limit": "bool-scalar"}},
+               "c": {"built": {"outcome": "pass"}, "fixed": {"outcome": "harness-limit", "limit": "zero-dim-tensor"}},
                "d": {"built": {"outcome": "compile-error", "detail": "y"},
                      "fixed": {"outcome": "out-of-bounds", "detail": "z"}}}
     report = sweep.Report("here", "four samples", records)
@@ -210,4 +210,4 @@ def test_report_counts_regressions_and_unexplained_failures():
     assert "passes as built, fails with npu_fixes (1):\n  a: wrong [UNEXPLAINED]: x" in text
     assert text.count("  a: wrong") == 1, "a regression is listed once"
     assert "an error as built, silently wrong with npu_fixes (1):\n  d: out-of-bounds" in text
-    assert "bool-scalar: 1 samples" in text
+    assert "zero-dim-tensor: 1 samples" in text

@@ -587,6 +587,23 @@ def _ascend_keywords(interpreter: Any) -> list[Any]:
             mock.patch.object(reduce_ops, "apply_impl", nan_keeping)]
 
 
+def _bools_by_value(interpreter: types.ModuleType) -> Any:
+    """A patch under which a bool passed to a kernel by value (a 0-dim bool tensor the wrapper
+    reads on the host) is an ``int1`` scalar holding a bool, as a device takes it: Triton's
+    interpreter makes it an ``int1`` holding an int32, which its first operation refuses."""
+    import numpy as np
+    import triton.language as tl
+
+    implicit_cvt = interpreter._implicit_cvt
+
+    def with_bools(arg: Any) -> Any:
+        if isinstance(arg, (bool, np.bool_)):
+            return tl.tensor(interpreter.TensorHandle(np.array([arg], dtype=np.bool_), tl.int1), tl.int1)
+        return implicit_cvt(arg)
+
+    return mock.patch.object(interpreter, "_implicit_cvt", with_bools)
+
+
 def interpret(function: Callable[..., Any], grid: tuple[int, int, int], kwargs: dict[str, Any],
               order: random.Random | None = None) -> int:
     """Run the Python ``function`` of a JIT kernel in Triton's interpreter over ``grid``,
@@ -612,6 +629,7 @@ def interpret(function: Callable[..., Any], grid: tuple[int, int, int], kwargs: 
     builder = interpreter.interpreter_builder
     busy: set[tuple] = set()
     with contextlib.ExitStack() as stack:
+        stack.enter_context(_bools_by_value(interpreter))
         # The interpreter checks every int32 add, sub and mul for overflow (about half of its
         # time on index arithmetic); a device does not. A wrapped address still shows: every
         # load and store is bounds-checked.

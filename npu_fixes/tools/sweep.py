@@ -79,11 +79,6 @@ class HarnessLimit:
 
 HARNESS_LIMITS = (
     HarnessLimit(
-        "bool-scalar",
-        r"primitive_bitwidth \(1 bits\) for triton type int1",
-        "the interpreter refuses a 0-dim bool passed by value (a device takes it)",
-    ),
-    HarnessLimit(
         "zero-dim-tensor",
         r"invalid operands of type pointer<",
         "the backend passes a 0-dim CPU tensor to its kernels by value; here every tensor is a CPU "
