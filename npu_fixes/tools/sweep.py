@@ -81,8 +81,11 @@ HARNESS_LIMITS = (
     HarnessLimit(
         "zero-dim-tensor",
         r"invalid operands of type pointer<",
-        "the backend passes a 0-dim CPU tensor to its kernels by value; here every tensor is a CPU "
-        "tensor, so a 0-dim input or output that is a device tensor on an NPU is taken for a scalar",
+        "Inductor passes a 0-dim CPU tensor given to the compiled graph to kernels by value (as "
+        "Dynamo makes one of a Python float it does not specialise, a CPU tensor on an NPU too); "
+        "here every input is a CPU tensor, so a 0-dim tensor that is an NPU tensor on a device is "
+        "taken for such a scalar, and a kernel that writes it is refused. Answering otherwise "
+        "would need telling Dynamo's floats from the program's tensors",
     ),
     HarnessLimit(
         "npu-gelu-form",
