@@ -4,6 +4,8 @@ backends' generated kernels: tests/fixes/test_rsplit_nested_range.py and test_rs
 
 from __future__ import annotations
 
+import contextlib
+import inspect
 import math
 import random
 
@@ -17,6 +19,7 @@ from triton.runtime.jit import JITFunction
 from npu_fixes.tools.interpret import (
     InterpretedBinary,
     OutOfBounds,
+    _npu_device_answers,
     interpret,
     interpreter_fast_paths,
     language_modules,
@@ -344,6 +347,28 @@ def test_the_device_is_a_gpu_type_for_inductor_as_the_npu_is(genuine):
         "cpu-after": False,
         "div-compares-with-cpu-after": True,
     }, res
+
+
+def test_inductor_choices_on_a_cpu_device_are_answered_as_for_the_npu_while_open(monkeypatch):
+    """``grid_sampler_2d``'s decomposition expands the grid (the CPU's bilinear case does not),
+    ``mm`` compares no device with "cpu"; both as before once closed."""
+    import torch._inductor.decomposition as decomposition
+
+    expanded = []
+    monkeypatch.setattr(decomposition, "decomp_grid_sampler_2d",
+                        lambda *args, _expand_grid, **kwargs: expanded.append(_expand_grid))
+    image, grid = torch.rand(1, 2, 4, 4), torch.rand(1, 3, 3, 2)
+    mm_constants = inspect.unwrap(decomposition.mm).__code__.co_consts
+    decomposition.grid_sampler_2d(image, grid)
+    with contextlib.ExitStack() as stack:
+        for patch in _npu_device_answers():
+            stack.enter_context(patch)
+        decomposition.grid_sampler_2d(image, grid)
+        assert "cpu" not in inspect.unwrap(decomposition.mm).__code__.co_consts
+        assert ("cpu", "mps") not in inspect.unwrap(decomposition.mm).__code__.co_consts
+    decomposition.grid_sampler_2d(image, grid)
+    assert expanded == [False, True, False]
+    assert inspect.unwrap(decomposition.mm).__code__.co_consts == mm_constants
 
 
 def test_a_bool_passed_by_value_is_taken_as_a_device_takes_it():

@@ -52,6 +52,17 @@ def test_a_sample_dynamo_itself_cannot_compile_is_skipped_with_the_cpp_message()
     }
 
 
+def test_a_sample_only_the_backend_cannot_compile_is_a_compile_error(monkeypatch):
+    import torch._inductor.compile_fx as compile_fx
+
+    def broken(*args, **kwargs):
+        raise RuntimeError("the backend broke")
+
+    monkeypatch.setattr(compile_fx, "compile_fx", broken)
+    record = sweep.run_sample(sweep.corpus.sample("opinfo:abs:-:float32:fwd:static:0"), [], sweep.ProgramOrder())
+    assert record["outcome"] == "compile-error" and record["detail"] == "RuntimeError: the backend broke"
+
+
 def test_bad_input_is_named(tmp_path):
     bad = cli("sweep", "--torch-npu", str(tmp_path), "--samples", "gen:1")
     assert bad.returncode == 2 and "npu-fixes sweep:" in bad.stderr
@@ -202,12 +213,15 @@ def test_report_counts_regressions_and_unexplained_failures():
                "b": {"built": {"outcome": "wrong", "detail": "x"}, "fixed": {"outcome": "pass"}},
                "c": {"built": {"outcome": "pass"}, "fixed": {"outcome": "harness-limit", "limit": "zero-dim-tensor"}},
                "d": {"built": {"outcome": "compile-error", "detail": "y"},
-                     "fixed": {"outcome": "out-of-bounds", "detail": "z"}}}
-    report = sweep.Report("here", "four samples", records)
-    assert report.regressions() == ["a"] and report.worse() == ["d"]
+                     "fixed": {"outcome": "out-of-bounds", "detail": "z"}},
+               "e": {"built": {"outcome": "no-kernel"}, "fixed": {"outcome": "skipped", "detail": "w"}},
+               "f": {"built": {"outcome": "skipped", "detail": "v"}, "fixed": {"outcome": "skipped", "detail": "v"}}}
+    report = sweep.Report("here", "six samples", records)
+    assert report.regressions() == ["a", "e"] and report.worse() == ["d"]
     assert report.silent() == ["a", "d"] and report.unexplained() == ["a", "d"]
     text = sweep.summary(report)
-    assert "passes as built, fails with npu_fixes (1):\n  a: wrong [UNEXPLAINED]: x" in text
+    assert ("passes as built, fails with npu_fixes (2):\n  a: wrong [UNEXPLAINED]: x\n"
+            "  e: skipped [UNEXPLAINED]: w") in text
     assert text.count("  a: wrong") == 1, "a regression is listed once"
     assert "an error as built, silently wrong with npu_fixes (1):\n  d: out-of-bounds" in text
     assert "zero-dim-tensor: 1 samples" in text

@@ -767,12 +767,12 @@ def _answered_as_npu(module: str, name: str) -> Iterator[None]:
     def other(constant: Any) -> Any:
         if constant == "cpu":
             return "cpu, answered as for the NPU"
-        return tuple(map(other, constant)) if isinstance(constant, tuple) else constant
+        return type(constant)(map(other, constant)) if isinstance(constant, (tuple, frozenset)) else constant
 
     constants = tuple(map(other, code.co_consts))
     if constants == code.co_consts:
-        raise RuntimeError(f"torch._inductor.{module}.{name} no longer compares a device with 'cpu': "
-                           "see what it decides before answering it as for the NPU")
+        raise RuntimeError(f"torch._inductor.{module}.{name} compares no device with 'cpu' (changed, "
+                           "or answered already: one interpreter device at a time)")
     function.__code__ = code.replace(co_consts=constants)
     try:
         yield
@@ -792,12 +792,15 @@ def _npu_device_answers() -> list[Any]:
     buffers are CPU scalars (on the NPU only those on the CPU; here every tensor is one).
     Of the branches on ``device.type == "cpu"``, the variance's: its two-step form only up to
     ``unroll_reductions_threshold`` elements, as on any other device (the CPU's threshold is
-    set to it); those of :data:`_CPU_BRANCHES` (:func:`_answered_as_npu`); the others, about
-    CPU scalars and tensors moved between devices, keep the CPU's answer. And
+    set to it); those of :data:`_CPU_BRANCHES` (:func:`_answered_as_npu`); ``grid_sampler_2d``'s
+    decomposition expands the grid, as for any device but the CPU. Kept: the branches about CPU
+    scalars and tensors moved between devices, the quantize lowering (a fallback at every
+    state) and cooperative reductions and combo kernels (off unless configured). And
     comprehensive padding: the strides of intermediate buffers padded to an alignment, which
     Inductor skips for a graph without a GPU input and the triton_experimental loader leaves on
     (only the default backend's loader turns it off)."""
     import torch._inductor.config as inductor_config
+    import torch._inductor.decomposition as decomposition
     import torch._inductor.scheduler as scheduler
     from torch._inductor.utils import is_gpu
 
@@ -819,6 +822,12 @@ def _npu_device_answers() -> list[Any]:
         method = getattr(scheduler.Scheduler, name)
         patches.append(mock.patch.object(scheduler.Scheduler, name, as_cpu(method)))
     patches += [_answered_as_npu(module, name) for module, name in _CPU_BRANCHES]
+    grid_sampler = decomposition.decomp_grid_sampler_2d  # the CPU's answer: the grid not expanded
+
+    def expanding_the_grid(*args: Any, _expand_grid: bool = True, **kwargs: Any) -> Any:
+        return grid_sampler(*args, _expand_grid=True, **kwargs)
+
+    patches.append(mock.patch.object(decomposition, "decomp_grid_sampler_2d", expanding_the_grid))
     threshold = inductor_config.unroll_reductions_threshold
     patches.append(inductor_config.patch({"cpp.use_two_step_variance_threshold": threshold,
                                           "disable_padding_cpu": False}))

@@ -16,7 +16,8 @@ hold); ``out-of-bounds`` (a kernel read or wrote outside its buffers: silent on 
 ``compile-error``; ``run-time-error``;
 ``harness-limit`` (what Triton's interpreter cannot run or judge, :data:`HARNESS_LIMITS`);
 ``skipped`` (eager itself fails or is not deterministic: no reference; or the compile
-fails with Dynamo's own ``backend="eager"`` too: no backend code is reached).
+fails with Dynamo's own ``backend="eager"`` too, with the same error: no graph reached the
+backend's compiler).
 """
 
 from __future__ import annotations
@@ -237,19 +238,20 @@ def _compile_stage(exc: BaseException) -> bool:
     )
 
 
-def _fails_without_a_backend(s: corpus.Sample) -> bool:
-    """Whether ``s`` fails compiled by Dynamo alone (``backend="eager"``): then the backend
-    never gets its graph, and nothing of it can be judged."""
+def _error_without_a_backend(s: corpus.Sample) -> str | None:
+    """The error of ``s`` compiled by Dynamo alone (``backend="eager"``), None if it runs:
+    where it is the error the backend's compile met, the backend never got a graph, and
+    nothing of it can be judged."""
     import torch
 
     torch._dynamo.reset()
     try:
         _evaluate(s, torch.compile(s.fn, backend="eager", dynamic=s.dynamic, fullgraph=False))
-    except Exception:  # noqa: BLE001 - the answer
-        return True
+    except Exception as exc:  # noqa: BLE001 - the answer
+        return _error_text(_innermost(exc))
     finally:
         torch._dynamo.reset()
-    return False
+    return None
 
 
 def run_sample(s: corpus.Sample, launches: list, order: ProgramOrder) -> dict[str, Any]:
@@ -283,7 +285,7 @@ def run_sample(s: corpus.Sample, launches: list, order: ProgramOrder) -> dict[st
     except Exception as exc:  # noqa: BLE001 - the outcome
         inner = _innermost(exc)
         text = _error_text(inner)
-        if not isinstance(inner, OutOfBounds) and _fails_without_a_backend(s):
+        if not isinstance(inner, OutOfBounds) and _error_without_a_backend(s) == text:
             return {"outcome": "skipped", "detail": f"fails with backend='eager' too: {text}"}
         record["kernels"] = len(launches) - first
         record["detail"] = text
@@ -461,12 +463,11 @@ class Report:
         return [i for i, r in self.records.items() if r[config]["outcome"] in FAILING]
 
     def regressions(self) -> list[str]:
-        """Samples that pass as built and fail with npu_fixes (a failing outcome)."""
-        return [
-            i
-            for i, r in self.records.items()
-            if r["built"]["outcome"] in ("pass", "no-kernel") and r["fixed"]["outcome"] in FAILING
-        ]
+        """Samples that pass as built and, with npu_fixes, fail (a failing outcome) or are
+        skipped (their compile fails even without the backend)."""
+        lost = (*FAILING, "skipped")
+        return [i for i, r in self.records.items()
+                if r["built"]["outcome"] in ("pass", "no-kernel") and r["fixed"]["outcome"] in lost]
 
     def worse(self) -> list[str]:
         """Samples that fail loudly as built (an error) and silently with npu_fixes."""
