@@ -822,9 +822,10 @@ def _npu_device_answers() -> list[Any]:
         method = getattr(scheduler.Scheduler, name)
         patches.append(mock.patch.object(scheduler.Scheduler, name, as_cpu(method)))
     patches += [_answered_as_npu(module, name) for module, name in _CPU_BRANCHES]
-    grid_sampler = decomposition.decomp_grid_sampler_2d  # the CPU's answer: the grid not expanded
+    grid_sampler = decomposition.decomp_grid_sampler_2d
 
-    def expanding_the_grid(*args: Any, _expand_grid: bool = True, **kwargs: Any) -> Any:
+    def expanding_the_grid(*args: Any, _expand_grid: bool, **kwargs: Any) -> Any:
+        # _expand_grid is False for a contiguous bilinear input on the CPU, True elsewhere
         return grid_sampler(*args, _expand_grid=True, **kwargs)
 
     patches.append(mock.patch.object(decomposition, "decomp_grid_sampler_2d", expanding_the_grid))
