@@ -28,6 +28,18 @@ def test_difference_judges_values_nan_and_integers():
     assert "int32" in sweep.difference([torch.arange(4)], [torch.arange(4, dtype=torch.int32)])[0]
 
 
+def test_a_bfloat16_result_off_eager_passes_only_where_closer_to_float64():
+    # fmod's gradient -trunc(a / b) at a = -3.890625, b = -0.216796875: eager rounds the quotient
+    # to bfloat16 (18.0), Inductor keeps it in float32 (17.9459...), as float64 does.
+    eager = [torch.tensor([-18.0, 1.0], dtype=torch.bfloat16)]
+    compiled = [torch.tensor([-17.0, 1.0], dtype=torch.bfloat16)]
+    float64 = [torch.tensor([-17.0, 1.0], dtype=torch.float64)]
+    assert sweep.difference(eager, compiled)[0] is not None
+    assert sweep.closer_to_float64(eager, compiled, float64)
+    assert not sweep.closer_to_float64(eager, [torch.tensor([-19.0, 1.0], dtype=torch.bfloat16)], float64)
+    assert not sweep.closer_to_float64(compiled, eager, float64)
+
+
 def test_reverse_order_reverses_the_programs():
     order, programs = sweep.ProgramOrder(), [1, 2, 3]
     order.shuffle(programs)
