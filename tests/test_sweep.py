@@ -38,6 +38,10 @@ def test_a_bfloat16_result_off_eager_passes_only_where_closer_to_float64():
     assert sweep.closer_to_float64(eager, compiled, float64)
     assert not sweep.closer_to_float64(eager, [torch.tensor([-19.0, 1.0], dtype=torch.bfloat16)], float64)
     assert not sweep.closer_to_float64(compiled, eager, float64)
+    lengths = torch.tensor([3, 4])  # another result, not floating: equal or the sample fails
+    assert sweep.closer_to_float64([*eager, lengths], [*compiled, lengths], [*float64, lengths])
+    assert not sweep.closer_to_float64([*eager, lengths], [*compiled, lengths + 1], [*float64, lengths])
+    assert not sweep.closer_to_float64(eager, [compiled[0][:1]], float64)
 
 
 def test_reverse_order_reverses_the_programs():
