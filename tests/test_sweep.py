@@ -7,6 +7,7 @@ from __future__ import annotations
 import json
 import math
 from pathlib import Path
+from types import SimpleNamespace
 
 import pytest
 import torch
@@ -42,6 +43,28 @@ def test_a_bfloat16_result_off_eager_passes_only_where_closer_to_float64():
     assert sweep.closer_to_float64([*eager, lengths], [*compiled, lengths], [*float64, lengths])
     assert not sweep.closer_to_float64([*eager, lengths], [*compiled, lengths + 1], [*float64, lengths])
     assert not sweep.closer_to_float64(eager, [compiled[0][:1]], float64)
+
+
+def test_a_bfloat16_pass_judged_against_float64_still_runs_in_reverse_order(monkeypatch):
+    s = sweep.corpus.sample("opinfo:fmod:-:bfloat16:bwd:static:4")
+    order, launches = sweep.ProgramOrder(), []
+    eager = [torch.tensor([-18.0, 1.0], dtype=torch.bfloat16)]
+    reverse = {False: [torch.tensor([-17.0, 1.0], dtype=torch.bfloat16)]}
+
+    def evaluate(sample, fn, in_float64=False):
+        if fn is sample.fn:
+            return [torch.tensor([-17.0, 1.0], dtype=torch.float64)] if in_float64 else eager
+        launches.append(SimpleNamespace(source="a kernel"))
+        return reverse[order.reverse]
+
+    monkeypatch.setattr(sweep, "_evaluate", evaluate)
+    reverse[True] = reverse[False]  # the same in both orders, closer to float64 than eager
+    record = sweep.run_sample(s, launches, order)
+    assert record["outcome"] == "pass" and record["detail"].startswith("closer to float64 than eager")
+    assert len(launches) == 2  # both orders ran
+    reverse[True] = [torch.tensor([-15.0, 1.0], dtype=torch.bfloat16)]  # farther than eager
+    record = sweep.run_sample(s, launches, order)
+    assert record["outcome"] == "wrong" and record["detail"].startswith("programs in reverse order")
 
 
 def test_reverse_order_reverses_the_programs():
