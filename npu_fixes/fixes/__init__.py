@@ -63,6 +63,7 @@ MODULES = (
     "mixed_leaf_xmask",
     "integer_input_dtype",
     "safe_softmax_guard",
+    "pad_lane_nonfinite",
     "te_parallel_ce",
 )
 

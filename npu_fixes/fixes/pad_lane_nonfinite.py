@@ -1,0 +1,116 @@
+"""pad-lane-nonfinite: a looped sum of ``g * (1 / x)`` or ``p * log(p)`` comes back NaN.
+
+- **Defect**: a looped reduction holds its pad lanes (past the reduced length, loaded as the
+  fill 0) at its identity with ``_acc = tl.where(mask, combine(_acc, value), _acc)``. The
+  backend drops that select where it can prove ``value`` is the identity on pad lanes,
+  following each value's pad-lane fact (a constant, "finite" or unknown) through the ops; an
+  op it does not model is called finite whenever its operands are. Reciprocal, log, rsqrt,
+  division and the like of the fill 0 are infinite, so ``g * x.reciprocal()`` is called 0 on
+  pad lanes (0 times "finite"), the select goes, and 0 * inf = NaN enters the sum: the
+  gradient of ``1 / x * c`` with respect to a scalar ``c`` (``1 / x`` is a reciprocal), an
+  entropy ``(p * p.log()).sum(-1)``, whenever the reduced length is not a multiple of the block.
+- **Where**: ``codegen.triton._pad_transform`` (read by name where a value's fact is made and
+  where a load's fill is chosen).
+- **Probe**: the live ``_pad_transform`` asked for the reciprocal, log and rsqrt of the pad
+  value 0: is any of them called finite?
+- **Fix**: an op the lattice does not model keeps its answer only where it maps every finite
+  value to a finite one (sine, tanh, comparisons, rounding, ...); on constant operands a few
+  others are evaluated exactly as IEEE arithmetic does (1/0 is inf, log(1) is 0); anything
+  else is unknown, so its select stays.
+"""
+
+from __future__ import annotations
+
+import math
+import types
+from collections.abc import Callable
+from typing import Any
+
+from ..shim.catalogue import EVERYWHERE, NOT_FIXED, About
+from ..shim.fix import Fix, Probe
+from ..shim.patcher import Patcher
+
+TARGET = "_pad_transform"
+#: The ops ``_pad_transform`` models itself (checked against each state's code).
+MODELLED = frozenset({
+    "constant", "add", "sub", "mul", "maximum", "minimum", "exp", "where", "to_dtype",
+    "to_dtype_bitcast", "identity", "broadcast", "constant_to_device", "neg", "abs",
+})
+#: Ops whose value is finite for every finite operand: the lattice's default stands for them.
+FINITE_TO_FINITE = frozenset({
+    "sin", "cos", "tanh", "sigmoid", "erf", "erfc", "atan", "atan2", "relu", "floor", "ceil",
+    "round", "trunc", "sign", "signbit", "floor_to_int", "ceil_to_int", "trunc_to_int",
+    "round_to_int", "eq", "ne", "lt", "le", "gt", "ge", "isnan", "isinf", "logical_and",
+    "logical_or", "logical_not", "logical_xor", "bitwise_and", "bitwise_or", "bitwise_xor",
+    "bitwise_not", "square",
+})
+#: Ops evaluated on constant pad values (numpy's float64, IEEE results for 0 and infinities).
+EXACT = {
+    "truediv": "divide", "reciprocal": "reciprocal", "log": "log", "log2": "log2",
+    "log10": "log10", "log1p": "log1p", "sqrt": "sqrt", "pow": "power", "exp2": "exp2",
+    "expm1": "expm1", "fmod": "fmod",
+}
+PROBED = ("reciprocal", "log", "rsqrt")
+
+
+def _finite(fact: Any) -> bool:
+    return fact == "fin" or isinstance(fact, tuple) and len(fact) == 2 and math.isfinite(fact[1])
+
+
+def transformed(name: str, facts: list[Any], lattice: Callable[[str, list[Any]], Any], unknown: Any) -> Any:
+    """The pad-lane fact of op ``name`` on operand ``facts``: ``lattice``'s own for the ops it
+    models and those finite for finite operands, the exact constant of a listed op on constant
+    operands, else ``unknown``."""
+    if name in MODELLED or name in FINITE_TO_FINITE:
+        return lattice(name, facts)
+    constants = [f[1] for f in facts if isinstance(f, tuple) and len(f) == 2]
+    if name in EXACT and facts and len(constants) == len(facts):
+        import numpy as np
+
+        with np.errstate(all="ignore"):
+            return ("c", float(getattr(np, EXACT[name])(*(np.float64(c) for c in constants))))
+    return unknown
+
+
+def probe(module: types.ModuleType) -> Probe:
+    """The live lattice asked for :data:`PROBED` ops of the pad value 0."""
+    lattice = getattr(module, TARGET)
+    finite = ", ".join(f"{name}(0)" for name in PROBED if _finite(lattice(name, [("c", 0.0)])))
+    if finite:
+        return Probe(True, f"{finite} called finite on a reduction's pad lanes: "
+                           "0 * inf is taken for 0 and the mask dropped")
+    return Probe(False, f"{', '.join(f'{name}(0)' for name in PROBED)} not called finite on pad lanes")
+
+
+def install(module: types.ModuleType, patcher: Patcher) -> None:
+    unknown = module._PAD_TOP
+
+    def transform(wrapped: Callable[..., Any], instance: Any, args: tuple, kwargs: dict) -> Any:
+        if len(args) != 2 or kwargs:
+            return wrapped(*args, **kwargs)
+        return transformed(args[0], list(args[1]), wrapped, unknown)
+
+    patcher.wrap_path(module, TARGET, transform)
+
+
+FIX = Fix(
+    name="pad-lane-nonfinite",
+    about=About(
+        symptom=(
+            "a looped sum of a product with a reciprocal, log or rsqrt (`(g * x.reciprocal()).sum()`, "
+            "`(p * p.log()).sum(-1)`, the gradient of `1 / x * c` for a scalar `c`) comes back NaN when the "
+            "reduced length is not a multiple of the block: masked lanes add 0 * inf"
+        ),
+        present=EVERYWHERE,
+        fixed_in=NOT_FIXED,
+        workaround=(
+            "set `torch_npu._inductor.triton_experimental.codegen.triton.npu_elide_reduction_where = False` "
+            "before compiling (every reduction keeps its mask)"
+        ),
+    ),
+    module="torch_npu._inductor.triton_experimental.codegen.triton",
+    targets=(TARGET,),
+    probe=probe,
+    install=install,
+    signatures={TARGET: ("name", "arg_facts")},
+)
