@@ -461,7 +461,7 @@ def script(s: Sample) -> str:
             "    outs = [o for o in torch.utils._pytree.tree_leaves(f(*args, **kwargs))\n"
             "            if isinstance(o, torch.Tensor) and o.requires_grad]\n"
             "    torch.manual_seed(1)\n"
-            "    loss = sum((o * torch.randn_like(o)).sum() for o in outs)\n"
+            "    loss = sum((o * torch.randn(o.shape).to(torch.bfloat16).to(o.dtype)).sum() for o in outs)\n"
             "    return torch.autograd.grad(loss, inputs, allow_unused=True)\n"
             "torch.testing.assert_close(grads(torch.compile(fn"
             + compile_args
