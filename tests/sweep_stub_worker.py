@@ -1,11 +1,12 @@
 """A stand-in for the sweep's worker process (``npu_fixes.tools.sweep``), driven by its
 sample ids: ``ok-N`` answers pass, ``noise-N`` prints a line that is no result first,
 ``crash`` exits with a message, ``hang`` sleeps, ``refuse`` exits at once (before any
-result) when it is the first id."""
+result) when it is the first id, ``env`` passes with ``NPU_FIXES`` as it finds it."""
 
 from __future__ import annotations
 
 import json
+import os
 import sys
 import time
 
@@ -23,7 +24,10 @@ def main(spec_path: str) -> None:
             time.sleep(60)
         if sample_id.startswith("noise"):
             print("a native library says hello", flush=True)
-        print(json.dumps({"id": sample_id, "outcome": "pass", "kernels": 1}), flush=True)
+        record = {"id": sample_id, "outcome": "pass", "kernels": 1}
+        if sample_id == "env":
+            record["detail"] = os.environ.get("NPU_FIXES", "unset")
+        print(json.dumps(record), flush=True)
 
 
 if __name__ == "__main__":

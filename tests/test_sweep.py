@@ -170,11 +170,17 @@ def test_npu_fixes_repairs_what_fails_as_built(reports, state):
         assert (gelu[config]["outcome"], gelu[config].get("limit")) == ("harness-limit", "npu-gelu-form")
 
 
-def _unit_records(ids: list[str], monkeypatch, timeout: float = 30) -> dict[str, dict]:
+def _unit_records(ids: list[str], monkeypatch, timeout: float = 30, config: str = "fixed") -> dict[str, dict]:
     monkeypatch.setattr(sweep, "WORKER", "tests.sweep_stub_worker")
     records: dict[str, dict] = {}
-    sweep._run_unit(sweep.Unit("fixed", ids), "nowhere", timeout, lambda c, i, r: records.__setitem__(i, r))
+    sweep._run_unit(sweep.Unit(config, ids), "nowhere", timeout, lambda c, i, r: records.__setitem__(i, r))
     return records
+
+
+def test_npu_fixes_off_in_the_callers_environment_does_not_turn_off_the_fixed_runs(monkeypatch):
+    monkeypatch.setenv("NPU_FIXES", "0")
+    assert _unit_records(["env"], monkeypatch)["env"]["detail"] == "unset"
+    assert _unit_records(["env"], monkeypatch, config="built")["env"]["detail"] == "0"
 
 
 def test_a_worker_that_dies_costs_only_its_sample(monkeypatch):

@@ -427,6 +427,8 @@ def _run_unit(unit: Unit, location: str, timeout: float, done: Callable[[str, st
     env = dict(os.environ, TORCH_DEVICE_BACKEND_AUTOLOAD="0", OMP_NUM_THREADS="1")
     if unit.config == "built":
         env["NPU_FIXES"] = "0"
+    else:  # with npu_fixes whatever the caller's NPU_FIXES says (NPU_FIXES_DISABLE is kept)
+        env.pop("NPU_FIXES", None)
     while pending:
         with tempfile.NamedTemporaryFile("w", suffix=".json", delete=False) as spec:
             json.dump({"location": location, "with_fixes": unit.config == "fixed", "ids": pending}, spec)
