@@ -14,9 +14,10 @@
 - **Probe**: the live ``_pad_transform`` asked for the reciprocal, log and rsqrt of the pad
   value 0: is any of them called finite?
 - **Fix**: an op the lattice does not model keeps its answer only where it maps every finite
-  value to a finite one (sine, tanh, comparisons, rounding, ...); on constant operands a few
-  others are evaluated exactly as IEEE arithmetic does (1/0 is inf, log(1) is 0); anything
-  else is unknown, so its select stays.
+  value to a finite one (sine, tanh, comparisons, rounding, ...); anything else is unknown, so
+  the select of a sum through it stays (and no load fill is chosen for it). The lattice's
+  constants are taken as float32 holds them, as the device computes: ``exp(100)`` is inf there,
+  not 2.7e43, so 0 times it is not taken for 0; a NaN result is unknown.
 """
 
 from __future__ import annotations
@@ -42,34 +43,37 @@ FINITE_TO_FINITE = frozenset({
     "round", "trunc", "sign", "signbit", "floor_to_int", "ceil_to_int", "trunc_to_int",
     "round_to_int", "eq", "ne", "lt", "le", "gt", "ge", "isnan", "isinf", "logical_and",
     "logical_or", "logical_not", "logical_xor", "bitwise_and", "bitwise_or", "bitwise_xor",
-    "bitwise_not", "square",
+    "bitwise_not",
 })
-#: Ops evaluated on constant pad values (numpy's float64, IEEE results for 0 and infinities).
-EXACT = {
-    "truediv": "divide", "reciprocal": "reciprocal", "log": "log", "log2": "log2",
-    "log10": "log10", "log1p": "log1p", "sqrt": "sqrt", "pow": "power", "exp2": "exp2",
-    "expm1": "expm1", "fmod": "fmod",
-}
 PROBED = ("reciprocal", "log", "rsqrt")
 
 
 def _finite(fact: Any) -> bool:
-    return fact == "fin" or isinstance(fact, tuple) and len(fact) == 2 and math.isfinite(fact[1])
+    return fact == "fin" or _constant(fact) and math.isfinite(fact[1])
+
+
+def _constant(fact: Any) -> bool:
+    return isinstance(fact, tuple) and len(fact) == 2
+
+
+def _float32(fact: Any) -> Any:
+    """A constant fact's value as float32 holds it (1e48 is inf); any other fact as it is."""
+    if not _constant(fact):
+        return fact
+    import numpy as np
+
+    with np.errstate(over="ignore"):
+        return (fact[0], float(np.float32(fact[1])))
 
 
 def transformed(name: str, facts: list[Any], lattice: Callable[[str, list[Any]], Any], unknown: Any) -> Any:
     """The pad-lane fact of op ``name`` on operand ``facts``: ``lattice``'s own for the ops it
-    models and those finite for finite operands, the exact constant of a listed op on constant
-    operands, else ``unknown``."""
-    if name in MODELLED or name in FINITE_TO_FINITE:
-        return lattice(name, facts)
-    constants = [f[1] for f in facts if isinstance(f, tuple) and len(f) == 2]
-    if name in EXACT and facts and len(constants) == len(facts):
-        import numpy as np
-
-        with np.errstate(all="ignore"):
-            return ("c", float(getattr(np, EXACT[name])(*(np.float64(c) for c in constants))))
-    return unknown
+    models and those finite for finite operands, its constants taken and given as float32
+    holds them (the device computes in float32; a NaN result is unknown), else ``unknown``."""
+    if name not in MODELLED and name not in FINITE_TO_FINITE:
+        return unknown
+    fact = _float32(lattice(name, [_float32(f) for f in facts]))
+    return unknown if _constant(fact) and math.isnan(fact[1]) else fact
 
 
 def probe(module: types.ModuleType) -> Probe:

@@ -13,8 +13,8 @@ NAME = "pad-lane-nonfinite"
 
 def run_all(codegen) -> dict:
     """Each program: True where it equals eager (a NaN where eager has none is not), else the
-    error; and whether the sum of ``g * tanh(x)`` (finite on pad lanes) accumulates without a
-    select, as the backend means it to."""
+    error; and for the sums of ``g * tanh(x)`` (finite on pad lanes) and ``g * rsqrt(x)``
+    (infinite there) whether the accumulation keeps its select (``<label>-select``)."""
     import torch
 
     torch.manual_seed(0)
@@ -29,9 +29,10 @@ def run_all(codegen) -> dict:
     }
     out = against_eager(codegen, programs, lambda got, want: bool(torch.allclose(got, want, atol=1e-4)))
     out["reciprocal-scalar-grad"] = reciprocal_scalar_grad(codegen)
-    fn, args = programs["times-tanh"]
-    run = interpreted(codegen, fn, *args)
-    out["tanh-unselected"] = not any(re.search(r"_tmp\d+ = tl\.where\(", launch.source) for launch in run["launches"])
+    for label in ("times-tanh", "times-rsqrt"):
+        fn, args = programs[label]
+        run = interpreted(codegen, fn, *args)
+        out[f"{label}-select"] = any(re.search(r"_tmp\d+ = tl\.where\(", launch.source) for launch in run["launches"])
     return out
 
 
