@@ -64,6 +64,7 @@ MODULES = (
     "integer_input_dtype",
     "safe_softmax_guard",
     "pad_lane_nonfinite",
+    "infinite_integer_fill",
     "te_parallel_ce",
 )
 
