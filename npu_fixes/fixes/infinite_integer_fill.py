@@ -2,18 +2,21 @@
 
 - **Defect**: to drop the select of a looped float reduction, the backend picks the ``other=``
   fill of each reduction-axis load so that the pad lanes reach the reduction's identity (0,
-  -inf, inf or 1), following the value through its ops, but never asks the load's dtype: an
-  integer or bool load converted to float before a min or max gets ``other=float("inf")`` or
-  ``float("-inf")``, a value its type cannot hold. Triton converts it to the load's type, which
-  is undefined for an infinity (x86 and Triton's interpreter give INT_MIN, 0 for 8 bits); the
-  select is gone, so that value enters the result: ``n.float().amin(-1)`` of an int32 or int64
-  ``[4, 1000]`` is -2147483648, of int8/uint8 values 1..4 is 0.
+  -inf, inf or 1), following the value through its ops, but never asks what the value's types
+  can hold: an integer load converted to float before a min or max, or a float load converted
+  to an integer and back (``x.int().float()``), gets ``other=float("inf")`` or
+  ``float("-inf")``, which Triton converts to the integer type. That is undefined for an
+  infinity (Triton's interpreter and x86 give INT_MIN, 0 for 8 bits; what the NPU gives has
+  not been measured); the select is gone, so that value enters the result: in the
+  interpreter ``n.float().amin(-1)`` of an int32 or int64 ``[4, 1000]`` of values 1..4 is
+  -2147483648, of int8 values 0.
 - **Where**: ``codegen.triton.NPUTritonKernel._pick_reduction_load_fill`` (asked by ``load``
   for the current FX load node).
 - **Probe**: the live method on an int32 load cast to float32 and min-reduced (an FX graph of
   the loop body's form): does it pick an infinite fill?
-- **Fix**: an infinite fill for a load whose buffer is not floating is refused (the default 0
-  fill and the select stay); finite fills (1) and floating loads as the backend picks them.
+- **Fix**: an infinite fill is refused (the default 0 fill and the select stay) where the
+  loaded buffer's dtype cannot hold an infinity, is not known, or the value is converted to
+  such a type on its way; finite fills (1) and floating values as the backend picks them.
 """
 
 from __future__ import annotations
@@ -31,19 +34,35 @@ from ..shim.patcher import Patcher
 TARGET = "NPUTritonKernel._pick_reduction_load_fill"
 
 
-def _load_dtype() -> Any:
-    """The dtype of the buffer the load being generated reads (None where not known)."""
+def _holds_infinity(dtype: Any) -> bool:
+    import torch
+
+    return dtype.is_floating_point and bool(torch.tensor(math.inf).to(dtype).float().isinf())
+
+
+def _value_dtypes() -> list[Any] | None:
+    """The dtypes the load being generated goes through: its buffer's, then every conversion
+    downstream of it in the loop body (None where the load cannot be read)."""
     from torch._inductor.virtualized import V
 
     try:
-        return V.graph.get_dtype(V.interpreter.current_node.args[1])
+        load = V.interpreter.current_node
+        dtypes, seen, stack = [V.graph.get_dtype(load.args[1])], set(), [load]
     except Exception:  # noqa: BLE001 - not a load this rule can read
         return None
+    while stack:
+        for user in stack.pop().users:
+            if id(user) not in seen:
+                seen.add(id(user))
+                stack.append(user)
+                if str(user.target) in ("to_dtype", "to_dtype_bitcast") and len(user.args) > 2:
+                    dtypes.append(user.args[2])
+    return dtypes
 
 
-def allowed(fill: Any, dtype: Any) -> Any:
-    """``fill`` where the load's ``dtype`` can hold it, else None (the default fill)."""
-    if fill is None or math.isfinite(fill) or dtype is not None and dtype.is_floating_point:
+def allowed(fill: Any, dtypes: list[Any] | None) -> Any:
+    """``fill`` where every one of ``dtypes`` can hold it, else None (the default fill)."""
+    if fill is None or math.isfinite(fill) or dtypes is not None and all(map(_holds_infinity, dtypes)):
         return fill
     return None
 
@@ -67,7 +86,7 @@ def _integer_min_load() -> Iterator[Any]:
     r0 = sympy.Symbol("r0_0", integer=True, nonnegative=True)
     body = types.SimpleNamespace(indexing_exprs={"index0": r0}, reduce_vars=[r0])
     kernel = types.SimpleNamespace(current_node=types.SimpleNamespace(_body=body))
-    buffers = types.SimpleNamespace(get_dtype=lambda name: torch.int32)
+    buffers = types.SimpleNamespace(get_dtype={"buf0": torch.int32}.__getitem__)
     with V.set_graph_handler(buffers), V.set_interpreter_handler(types.SimpleNamespace(current_node=load)):
         yield kernel
 
@@ -84,7 +103,7 @@ def probe(module: types.ModuleType) -> Probe:
 
 def install(module: types.ModuleType, patcher: Patcher) -> None:
     def pick(wrapped: Callable[..., Any], instance: Any, args: tuple, kwargs: dict) -> Any:
-        return allowed(wrapped(*args, **kwargs), _load_dtype())
+        return allowed(wrapped(*args, **kwargs), _value_dtypes())
 
     patcher.wrap_path(module, TARGET, pick)
 
@@ -93,15 +112,16 @@ FIX = Fix(
     name="infinite-integer-fill",
     about=About(
         symptom=(
-            "`amin`/`amax`/`min`/`max` of integer or bool values converted to float (`n.float().amin(-1)`) "
-            "wrong: -2147483648 or 0 where the smallest value is 1 (masked lanes read as an infinity "
-            "converted to an integer)"
+            "`amin`/`min` of integer values converted to float (`n.float().amin(-1)`, `x.int().float()`), "
+            "or `amax` of their negation, wrong: -2147483648 or 0 where the smallest value is 1 (masked "
+            "lanes read as an infinity converted to an integer; measured in Triton's interpreter)"
         ),
         present=EVERYWHERE,
         fixed_in=NOT_FIXED,
         workaround=(
             "set `torch_npu._inductor.triton_experimental.codegen.triton.npu_elide_reduction_where = False` "
-            "before compiling, or reduce the integers before converting them (`n.amin(-1).float()`)"
+            "before compiling, or reduce the integers before converting them (`n.amin(-1).float()`; "
+            "for int64, `n.int().amin(-1).float()`)"
         ),
     ),
     module="torch_npu._inductor.triton_experimental.codegen.triton",

@@ -1,6 +1,6 @@
 """Programs of tests/fixes/test_infinite_integer_fill.py: min and max reductions of integer
-and bool values converted to float, compiled through a state's backend, kernels run in
-Triton's interpreter, compared with eager."""
+values converted to float (and of floats converted to integers and back), compiled through a
+state's backend, kernels run in Triton's interpreter, compared with eager."""
 
 from __future__ import annotations
 
@@ -13,7 +13,7 @@ NAME = "infinite-integer-fill"
 
 def run_all(codegen) -> dict:
     """Each program: True where it equals eager, else the error; and the ``other=`` fills of
-    the int32 ``amax`` program's kernels (``int32-negated-amax-fills``)."""
+    the kernels of the int32 ``amax`` and the float ``amin`` programs (``<label>-fills``)."""
     import torch
 
     torch.manual_seed(0)
@@ -26,12 +26,14 @@ def run_all(codegen) -> dict:
         "int64-negated-amax": (lambda n: (-n.float()).amax(-1), (values,)),
         "int8-negated-amax": (lambda n: (-n.float()).amax(-1), (values.to(torch.int8),)),
         "float-amin": (lambda x: x.amin(-1), (values.float() + 0.5,)),
+        "float-to-int-amin": (lambda x: x.int().float().amin(-1), (values.float() + 0.5,)),
     }
     out = against_eager(codegen, programs, lambda got, want: bool(torch.equal(got, want)))
-    fn, args = programs["int32-negated-amax"]
-    run = interpreted(codegen, fn, *args)
-    out["int32-negated-amax-fills"] = sorted({fill for launch in run.get("launches", [])
-                                      for fill in re.findall(r"other=(float\(.[-a-z]+.\)|[-\d.]+)", launch.source)})
+    for label in ("int32-negated-amax", "float-amin"):
+        fn, args = programs[label]
+        run = interpreted(codegen, fn, *args)
+        out[f"{label}-fills"] = sorted({fill for launch in run.get("launches", [])
+                                        for fill in re.findall(r"other=(float\(.[-a-z]+.\)|[-\d.]+)", launch.source)})
     return out
 
 
