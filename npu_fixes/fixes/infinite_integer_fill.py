@@ -103,7 +103,8 @@ def probe(module: types.ModuleType) -> Probe:
 
 def install(module: types.ModuleType, patcher: Patcher) -> None:
     def pick(wrapped: Callable[..., Any], instance: Any, args: tuple, kwargs: dict) -> Any:
-        return allowed(wrapped(*args, **kwargs), _value_dtypes())
+        fill = wrapped(*args, **kwargs)  # asked for every reduction-axis load: walk only for an infinity
+        return fill if fill is None or math.isfinite(fill) else allowed(fill, _value_dtypes())
 
     patcher.wrap_path(module, TARGET, pick)
 

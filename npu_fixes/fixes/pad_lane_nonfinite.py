@@ -48,8 +48,9 @@ FINITE_TO_FINITE = frozenset({
 PROBED = ("reciprocal", "log", "rsqrt")
 
 
-def _finite(fact: Any) -> bool:
-    return fact == "fin" or _constant(fact) and math.isfinite(fact[1])
+def _finite(fact: Any, finite: Any) -> bool:
+    """Whether ``fact`` says finite: the lattice's ``finite`` fact or a finite constant."""
+    return fact == finite or _constant(fact) and math.isfinite(fact[1])
 
 
 def _constant(fact: Any) -> bool:
@@ -78,8 +79,8 @@ def transformed(name: str, facts: list[Any], lattice: Callable[[str, list[Any]],
 
 def probe(module: types.ModuleType) -> Probe:
     """The live lattice asked for :data:`PROBED` ops of the pad value 0."""
-    lattice = getattr(module, TARGET)
-    finite = ", ".join(f"{name}(0)" for name in PROBED if _finite(lattice(name, [("c", 0.0)])))
+    lattice, fin = getattr(module, TARGET), module._PAD_FIN
+    finite = ", ".join(f"{name}(0)" for name in PROBED if _finite(lattice(name, [("c", 0.0)]), fin))
     if finite:
         return Probe(True, f"{finite} called finite on a reduction's pad lanes: "
                            "0 * inf is taken for 0 and the mask dropped")
