@@ -65,6 +65,7 @@ MODULES = (
     "safe_softmax_guard",
     "pad_lane_nonfinite",
     "infinite_integer_fill",
+    "int64_constant_range",
     "te_parallel_ce",
 )
 
