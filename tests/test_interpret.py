@@ -20,6 +20,7 @@ from npu_fixes.tools.interpret import (
     InterpretedBinary,
     OutOfBounds,
     _npu_device_answers,
+    bfloat16_rounded_to_nearest,
     interpret,
     interpreter_fast_paths,
     language_modules,
@@ -454,3 +455,26 @@ def test_binary_reads_pointers_as_the_signature_says():
     assert dst.tolist() == [5, 0, 7, 0]  # little-endian halves of the two int64 values
     assert [(launch.kernel, launch.grid, launch.arguments, launch.constants, launch.busy)
             for launch in launches] == [("_copy", (1, 1, 1), ("in_ptr", "out_ptr"), {"BLOCK": 4}, 1)]
+
+
+def test_bfloat16_casts_round_to_nearest_while_asked():
+    """The interpreter's own float32 -> bfloat16 cast truncates; under
+    ``bfloat16_rounded_to_nearest`` it rounds to nearest even, as torch (and a device) does,
+    carries included (9983.9 -> 9984, not 9920), and other casts are left as they are."""
+    from triton.runtime import interpreter
+
+    values = np.array([1.0 + 2**-8 + 2**-10, -9983.9, 1.0 + 3 * 2**-8, 1e-40, 3.0], dtype=np.float32)
+    src, builder = interpreter.TensorHandle(values, tl.float32), interpreter.interpreter_builder
+
+    def cast(dst: object) -> list[float]:
+        data = builder.create_fp_trunc(src, dst).data
+        if dst != tl.bfloat16:
+            return data.tolist()
+        return torch.from_numpy(data.view(np.int16).copy()).view(torch.bfloat16).tolist()
+
+    rounded = torch.from_numpy(values).to(torch.bfloat16).tolist()
+    assert cast(tl.bfloat16) != rounded and cast(tl.bfloat16)[1] == -9920.0
+    with bfloat16_rounded_to_nearest():
+        assert cast(tl.bfloat16) == rounded and rounded[1] == -9984.0
+        assert cast(tl.float16) == values.astype(np.float16).tolist()
+    assert cast(tl.bfloat16)[1] == -9920.0

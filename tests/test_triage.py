@@ -18,7 +18,7 @@ def test_a_class_needs_its_outcome_its_error_and_its_kernel(monkeypatch):
 
 
 def test_a_class_needs_a_known_kind_a_failing_outcome_and_a_verdict():
-    with pytest.raises(ValueError, match="kind must be defect or harness"):
+    with pytest.raises(ValueError, match="kind must be one of defect, pytorch, harness"):
         triage.FailureClass("x", "guess", "wrong", "", "", "verdict")
     with pytest.raises(ValueError, match="outcome one of"):
         triage.FailureClass("x", "defect", "pass", "", "", "verdict")

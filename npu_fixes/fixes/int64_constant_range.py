@@ -60,7 +60,7 @@ def probe(module: types.ModuleType) -> Probe:
     import torch
 
     with cpu_kernel(module):
-        text = str(getattr(module, "NPUTritonKernelOverrides").constant(INT64[0], torch.int64))
+        text = str(module.NPUTritonKernelOverrides.constant(INT64[0], torch.int64))
     match = re.search(r"(-?\d+), tl\.(u?int\d+)\)", text)
     if match is None:
         return Probe(False, f"int64's minimum is emitted as {text}")
@@ -85,14 +85,14 @@ FIX = Fix(
     name="int64-constant-range",
     about=About(
         symptom=(
-            "an int64 constant int32 cannot hold is cut to 32 bits in the kernel: `torch.masked` `amax`/`amin`/"
-            "`argmax`/`argmin` of int64 fill masked-out elements with 0 or -1 (masked `amax` of negative values "
-            "is 0)"
+            "an int64 constant int32 cannot hold is cut to 32 bits in the kernel: `torch.masked` "
+            "`amax`/`amin`/`argmax`/`argmin` of int64 fill masked-out elements with 0 or -1 (masked `amax` "
+            "of negative values is 0)"
         ),
         present=EVERYWHERE,
         fixed_in=NOT_FIXED,
-        workaround="reduce int64 values as int32 (`x.int()`) or keep masked int64 reductions out of the compiled "
-                   "region",
+        workaround="reduce int64 values as int32 (`x.int()`) or keep masked int64 reductions out of "
+                   "the compiled region",
     ),
     module="torch_npu._inductor.triton_experimental.codegen.triton",
     targets=(TARGET,),

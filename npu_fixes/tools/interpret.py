@@ -604,6 +604,29 @@ def _bools_by_value(interpreter: types.ModuleType) -> Any:
     return mock.patch.object(interpreter, "_implicit_cvt", with_bools)
 
 
+@contextlib.contextmanager
+def bfloat16_rounded_to_nearest() -> Iterator[None]:
+    """While open, the interpreter casts float32 to bfloat16 rounding to nearest even, as a
+    device does; its own cast truncates."""
+    import numpy as np
+    import torch
+    import triton.language as tl
+    from triton.runtime import interpreter
+
+    builder = interpreter.InterpreterBuilder
+    cast = builder.cast_impl
+
+    def rounded(self: Any, src: Any, dst_type: Any) -> Any:
+        if src.dtype.scalar != tl.float32 or dst_type.scalar != tl.bfloat16:
+            return cast(self, src, dst_type)
+        wide = torch.from_numpy(np.ascontiguousarray(src.data, dtype=np.float32))
+        return interpreter.TensorHandle(wide.to(torch.bfloat16).view(torch.int16).numpy().view(np.uint16),
+                                        dst_type.scalar)
+
+    with mock.patch.object(builder, "cast_impl", rounded):
+        yield
+
+
 def interpret(function: Callable[..., Any], grid: tuple[int, int, int], kwargs: dict[str, Any],
               order: random.Random | None = None) -> int:
     """Run the Python ``function`` of a JIT kernel in Triton's interpreter over ``grid``,

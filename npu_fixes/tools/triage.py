@@ -1,9 +1,10 @@
 """The classes of failure ``npu-fixes sweep`` has found with npu_fixes applied, each with its
 verdict: what a failing sample is, so that a new one stands out as unexplained.
 
-A class matches a sample's record by its outcome and patterns on the error (``detail``)
-and on the source of the kernel that failed. Classes that npu_fixes repairs are not here:
-their samples pass with npu_fixes (the sweep shows them failing only as built).
+A class matches a sample's record by its outcome and patterns on the error (``detail``, where
+the sweep also writes what it checked of the sample: :data:`EQUAL_WITH_PRECISION_CASTS`) and
+on the source of the kernel that failed. Classes that npu_fixes repairs are not here: their
+samples pass with npu_fixes (the sweep shows them failing only as built).
 """
 
 from __future__ import annotations
@@ -12,11 +13,19 @@ import dataclasses
 import re
 from typing import Any
 
+from .outcomes import FAILING
+
+KINDS = ("defect", "pytorch", "harness")
+#: What the sweep adds to the detail of a wrong bfloat16 sample that equals eager once
+#: Inductor rounds each bfloat16 step as eager does.
+EQUAL_WITH_PRECISION_CASTS = "equals eager with torch._inductor.config.emulate_precision_casts = True"
+
 
 @dataclasses.dataclass(frozen=True)
 class FailureClass:
     name: str
-    #: ``defect`` (the backend's: a device fails too) or ``harness`` (this CPU harness only).
+    #: ``defect`` (the backend's: a device fails too), ``pytorch`` (PyTorch's own Inductor
+    #: computes the same without torch_npu) or ``harness`` (this CPU harness only).
     kind: str
     outcome: str
     #: Regex on the record's ``detail``; on the failing kernel's source (``""``: any).
@@ -25,15 +34,26 @@ class FailureClass:
     verdict: str
 
     def __post_init__(self) -> None:
-        from .sweep import FAILING
-
-        if self.kind not in ("defect", "harness") or self.outcome not in FAILING or not self.verdict:
-            raise ValueError(f"failure class {self.name}: kind must be defect or harness, outcome one of "
-                             f"{', '.join(sorted(FAILING))}, and the verdict said")
+        if self.kind not in KINDS or self.outcome not in FAILING or not self.verdict:
+            raise ValueError(f"failure class {self.name}: kind must be one of {', '.join(KINDS)}, "
+                             f"outcome one of {', '.join(sorted(FAILING))}, and the verdict said")
 
 
-#: None open: every class the sweep has found so far is repaired (its samples pass with npu_fixes).
-CLASSES: tuple[FailureClass, ...] = ()
+CLASSES: tuple[FailureClass, ...] = (
+    FailureClass(
+        "inductor-bfloat16-upcast",
+        "pytorch",
+        "wrong",
+        re.escape(EQUAL_WITH_PRECISION_CASTS) + "$",
+        "",
+        "PyTorch Inductor's own numerics, not the backend's: by default Inductor computes bfloat16 "
+        "intermediates in float32 where eager rounds each step, and the sweep found the sample equal to "
+        "eager with emulate_precision_casts = True (the workaround). Seen: linalg.matrix_norm (ord=inf) "
+        "backward NaN, the max's gradient comparing a float32 sum recomputed in the backward with the "
+        "saved bfloat16 maximum, finding no equal element and dividing by zero; stock Inductor on the "
+        "CPU, without torch_npu, gives the same NaN. Not repaired by npu_fixes",
+    ),
+)
 
 
 def classify(record: dict[str, Any]) -> FailureClass | None:
