@@ -66,6 +66,7 @@ MODULES = (
     "pad_lane_nonfinite",
     "infinite_integer_fill",
     "int64_constant_range",
+    "dualview_fold_definition",
     "te_parallel_ce",
 )
 

@@ -30,7 +30,7 @@ from typing import Any
 from ..shim.catalogue import EVERY_COMMIT, WHEEL, About
 from ..shim.fix import Fix, Probe
 from ..shim.patcher import Patcher
-from .shared.promoted import TARGET, promoted_lines, rewrite_body
+from .shared.promoted import TARGET, definitions_from_passes, promoted_lines, rewrite_body
 
 #: Inductor's printing of a floor division and a modulo whose signs it cannot prove.
 _OPERATORS = {"div_floor_integer": "//", "remainder_integer": "%"}
@@ -80,14 +80,10 @@ def _kept(module: types.ModuleType, definition: str) -> bool:
 
 def probe(module: types.ModuleType) -> Probe:
     printed = "r0_1 = triton_helpers.div_floor_integer(r0_index,  ks0)"
-    try:
-        plain_kept = _kept(module, "r0_1 = r0_index // ks0")
-    except RuntimeError as exc:  # the wheels: the loop is rebuilt from the kernel's own records
-        if "reduction-pass metadata" not in str(exc):
-            raise
+    if definitions_from_passes(module):  # the wheels: the loop is rebuilt from the kernel's own records
         return Probe(False, "the promoted rewrite writes the nodes' definitions from the kernel's reduction "
                             "passes, not from the body's text")
-    if plain_kept:
+    if _kept(module, "r0_1 = r0_index // ks0"):
         return Probe(False, "the promoted rewrite leaves a node's definition from r0_index to earlier passes")
     if _kept(module, printed):
         return Probe(True, f"the promoted rewrite drops `r0_1 = r0_index // ks0` but keeps `{printed}`, "

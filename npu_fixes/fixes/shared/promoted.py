@@ -1,6 +1,6 @@
 """The promoted-reduction rewrite: run the live ``_npu_apply_promoted_rtree_lines`` on a few
 lines, and edit kernel-body lines around it (permuted-full-reduction, promoted-rtree-shape,
-dynamic-r0-index, mixed-leaf-xmask)."""
+dynamic-r0-index, mixed-leaf-xmask, dualview-fold-definition)."""
 
 from __future__ import annotations
 
@@ -62,3 +62,19 @@ def promoted_rewrite(module: types.ModuleType, line: str, combined_mask: str, co
     (out,) = promoted_lines(module, [line], combined_mask, collapsed_shape, collapsed_dim, post_resize,
                             r_slots, slot_tokens, leaves)
     return out.strip()
+
+
+def definitions_from_passes(module: types.ModuleType) -> bool:
+    """Whether the live rewrite writes the reduction nodes' definitions from the kernel's
+    records of its reduction loops (the wheels: it refuses a body without them), not from
+    the body's own lines."""
+    body = ["    for r0_offset in range(0, r0_numel, R0_BLOCK):", "        r0_index = r0_offset + r0_base",
+            "        r0_1 = r0_index // 8", "        r0_0 = r0_index % 8"]
+    try:
+        promoted_lines(module, body, "r0_1mask & r0_0mask", "[r0_1_blk*r0_0_blk, 1]", 0, "[None, None, :]",
+                       [0, 1], ["r0_1_blk", "r0_0_blk", "1"], leaves=["r0_1", "r0_0"])
+    except RuntimeError as exc:
+        if "reduction-pass metadata" not in str(exc):
+            raise
+        return True
+    return False
