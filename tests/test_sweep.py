@@ -302,8 +302,14 @@ TRIAGED = {
     "opinfo:logcumsumexp:-:bfloat16:bwd:static:0": ("harness-limit", "bf16-rounding"),
     # bfloat16 cancellation, within PyTorch's own accuracy rule against float64
     "opinfo:ldexp:-:bfloat16:bwd:static:4": ("pass", "within PyTorch's accuracy rule against float64"),
+    # Inductor's fallback index_put_ given one buffer as target and values: an error, eager's own
+    "opinfo:index_reduce:mean:float32:bwd:static:2": ("run-time-error", "index-put-onto-itself"),
     # int64-constant-range
     "opinfo:masked.amax:-:int64:fwd:static:1": ("pass", None),
+    # dualview-fold-definition: NameError r0_2 without it
+    "opinfo:masked.std:-:float32:bwd:dynamic:2": ("pass", None),
+    # dualview-fold-definition and promoted-tile-mask: out of bounds with either alone
+    "opinfo:native_group_norm:-:float32:bwd:dynamic:0": ("pass", None),
 }
 
 

@@ -67,6 +67,7 @@ MODULES = (
     "infinite_integer_fill",
     "int64_constant_range",
     "dualview_fold_definition",
+    "promoted_tile_mask",
     "te_parallel_ce",
 )
 

@@ -53,6 +53,20 @@ CLASSES: tuple[FailureClass, ...] = (
         "saved bfloat16 maximum, finding no equal element and dividing by zero; stock Inductor on the "
         "CPU, without torch_npu, gives the same NaN. Not repaired by npu_fixes",
     ),
+    FailureClass(
+        "index-put-onto-itself",
+        "pytorch",
+        "run-time-error",
+        "some elements of the input tensor and the written-to tensor refer to a single memory location",
+        "",
+        "PyTorch Inductor's own, loud (an error, no wrong value): two equal constants merged into one "
+        "buffer (index_reduce mean's count, ones.index_put_(index, ones, accumulate=True), where self and "
+        "source have one shape) reach a fallback index_put_ as both the target and the values, which "
+        "eager refuses; stock Inductor on the CPU meets the same error where it falls back too (under "
+        "torch.use_deterministic_algorithms(True)), and the backend's bulk fallback registration makes "
+        "every index_put_ a fallback. Whether the NPU's index_put_ refuses it too was not run. Not "
+        "repaired by npu_fixes",
+    ),
 )
 
 

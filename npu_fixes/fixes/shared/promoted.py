@@ -1,6 +1,6 @@
 """The promoted-reduction rewrite: run the live ``_npu_apply_promoted_rtree_lines`` on a few
 lines, and edit kernel-body lines around it (permuted-full-reduction, promoted-rtree-shape,
-dynamic-r0-index, mixed-leaf-xmask, dualview-fold-definition)."""
+dynamic-r0-index, mixed-leaf-xmask, dualview-fold-definition, promoted-tile-mask)."""
 
 from __future__ import annotations
 
@@ -37,14 +37,23 @@ def rewrite_body(kernel: Any, rewrite: Callable[[str], str | None]) -> None:
 
 def promoted_lines(module: types.ModuleType, lines: Sequence[str], combined_mask: str, collapsed_shape: str,
                    collapsed_dim: int, post_resize: str, r_slots: Sequence[int], slot_tokens: Sequence[str],
-                   leaves: Sequence[str] = (), **extra: Any) -> list[str]:
+                   leaves: Sequence[str] = (), *, with_passes: bool = False, **extra: Any) -> list[str]:
     """What the live function makes of the body ``lines`` for one promoted tree (reduction
     slots ``r_slots``, each slot's block extent in ``slot_tokens``, free nodes ``leaves``;
     ``extra``: its keyword arguments ``dynamic``, ``loop_nodes``, ``slot_bcast``), called with
-    the arguments its caller gives it (the parameters each state has)."""
+    the arguments its caller gives it (the parameters each state has). ``with_passes``: the
+    kernel holds a record of one reduction pass, without index aliases, for each flat loop of
+    the body (the wheels' function rebuilds each loop from such a record and refuses a body
+    without them); otherwise none."""
     func = getattr(module, TARGET)
-    body = types.SimpleNamespace(body=types.SimpleNamespace(_lines=list(lines)),
-                                 _reduction_loop_passes_for_prefix=lambda prefix: ())  # the wheel asks
+    loops = sum(line.lstrip().startswith("for r0_offset in range(") for line in lines) if with_passes else 0
+
+    def passes(prefix: str) -> tuple:
+        return tuple(types.SimpleNamespace(scope_id=i, reduction_prefixes=(prefix,),
+                                           reduction_index_aliases=()) for i in range(loops))
+
+    body = types.SimpleNamespace(body=types.SimpleNamespace(_lines=list(lines)), index_to_str=str,
+                                 _reduction_loop_passes_for_prefix=passes)
     params = inspect.signature(func).parameters
     optional = {"leaf_names": list(leaves),
                 "real_sizes": ["1" if s in r_slots else t for s, t in enumerate(slot_tokens)],
