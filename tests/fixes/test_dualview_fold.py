@@ -38,7 +38,8 @@ def genuine_results(genuine) -> dict[str, dict]:
     """The battery (and the seed through prepare_indexing) at each genuine state with the
     defect, before and after npu_fixes applies (one interpreter per state), and at
     REFERENCE, where it must stay unrepaired."""
-    return {state: run_program("dualview_fold", "folds", env=OFF, location=genuine(state), prepare=True)
+    alone = {**OFF, "NPU_FIXES_DISABLE": "dualview-fold-definition"}  # its own layer on the same fold
+    return {state: run_program("dualview_fold", "folds", env=alone, location=genuine(state), prepare=True)
             for state in (*DEFECTIVE, REFERENCE)}
 
 
