@@ -214,10 +214,11 @@ def difference(expected: list[Any], actual: list[Any]) -> tuple[str | None, floa
     return why, worst
 
 
-def closer_to_float64(expected: list[Any], actual: list[Any], reference: list[Any]) -> bool:
-    """Whether every element of ``actual`` off ``expected`` (eager in the sample's precision)
-    by more than its tolerance is at least as close as eager's to ``reference`` (eager in
-    float64): Inductor computes bfloat16 in float32, where eager rounds each step."""
+def _against_float64(expected: list[Any], actual: list[Any], reference: list[Any],
+                     judge: Callable[[Any, Any, Any, Any], bool]) -> bool:
+    """Whether each result of ``actual`` passes: anything but a floating tensor equal to
+    eager's, a floating tensor of eager's shape where ``judge(eager, e64, a64, r64)`` holds
+    (the last three in float64; ``reference``: eager run in float64)."""
     import torch
 
     for e, a, r in zip(expected, actual, reference, strict=True):
@@ -226,13 +227,21 @@ def closer_to_float64(expected: list[Any], actual: list[Any], reference: list[An
                 return False
             continue
         tensors = isinstance(a, torch.Tensor) and isinstance(r, torch.Tensor)
-        if not (tensors and e.shape == a.shape == r.shape):
-            return False
-        e64, a64, r64 = e.double(), a.double(), r.double()
-        off = ~((a64 - e64).abs() <= _allowed(e)) & ~(e64.isnan() & a64.isnan())
-        if not bool(((a64 - r64).abs() <= (e64 - r64).abs())[off].all()):
+        if not (tensors and e.shape == a.shape == r.shape and judge(e, e.double(), a.double(), r.double())):
             return False
     return True
+
+
+def closer_to_float64(expected: list[Any], actual: list[Any], reference: list[Any]) -> bool:
+    """Whether every element of ``actual`` off ``expected`` (eager in the sample's precision)
+    by more than its tolerance is at least as close as eager's to ``reference`` (eager in
+    float64): Inductor computes bfloat16 in float32, where eager rounds each step."""
+
+    def closer(e: Any, e64: Any, a64: Any, r64: Any) -> bool:
+        off = ~((a64 - e64).abs() <= _allowed(e)) & ~(e64.isnan() & a64.isnan())
+        return bool(((a64 - r64).abs() <= (e64 - r64).abs())[off].all())
+
+    return _against_float64(expected, actual, reference, closer)
 
 
 def within_rmse_of_eager(expected: list[Any], actual: list[Any], reference: list[Any]) -> bool:
@@ -242,24 +251,16 @@ def within_rmse_of_eager(expected: list[Any], actual: list[Any], reference: list
     tolerance; where ``reference`` is not finite, ``actual`` equals it; anything else equal."""
     import torch
 
-    for e, a, r in zip(expected, actual, reference, strict=True):
-        if not (isinstance(e, torch.Tensor) and e.is_floating_point()):
-            if difference([e], [a])[0] is not None:
-                return False
-            continue
-        tensors = isinstance(a, torch.Tensor) and isinstance(r, torch.Tensor)
-        if not (tensors and e.shape == a.shape == r.shape):
-            return False
-        e64, a64, r64 = e.double(), a.double(), r.double()
+    def within(e: Any, e64: Any, a64: Any, r64: Any) -> bool:
         finite = r64.isfinite()
         if not torch.equal(a64[~finite].nan_to_num(), r64[~finite].nan_to_num()) or a64[finite].isnan().any():
             return False
         if not finite.any():
-            continue
+            return True
         eager, compiled = ((t[finite] - r64[finite]).square().mean().sqrt().item() for t in (e64, a64))
-        if not compiled <= RMSE_MULTIPLIER * eager + TOLERANCE["bfloat16"][1] / 10:
-            return False
-    return True
+        return compiled <= RMSE_MULTIPLIER * eager + TOLERANCE["bfloat16"][1] / 10
+
+    return _against_float64(expected, actual, reference, within)
 
 
 def _innermost(exc: BaseException) -> BaseException:
