@@ -37,7 +37,7 @@ TARGET = "NPUTritonKernel._fold_dualview_reduction_index"
 def introduced_nodes(kernel: Any, before: Any, after: Any) -> list[Any]:
     """The range-tree nodes of ``kernel`` named in ``after`` and not in ``before``."""
     names = {s.name for s in getattr(before, "free_symbols", ())}
-    nodes = {symbol.name: node for symbol, node in kernel.range_tree_nodes.items()}
+    nodes = {node.name: node for tree in kernel.range_trees for node in tree.nodes.values()}
     return [nodes[s.name] for s in getattr(after, "free_symbols", ())
             if s.name not in names and s.name in nodes]
 
