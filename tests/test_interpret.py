@@ -107,6 +107,14 @@ def _odd_lanes(in_ptr, out_ptr):
 
 
 @triton.jit
+def _copy_under_row_mask(in_ptr, out_ptr, rows, BLOCK: tl.constexpr):
+    row = tl.program_id(0)
+    offsets = tl.arange(0, BLOCK)[None, :]
+    mask = (row < rows) & (offsets < 3)  # a scalar mask and a block of them
+    tl.store(out_ptr + row * 4 + offsets, tl.load(in_ptr + row * 4 + offsets, mask), mask)
+
+
+@triton.jit
 def _signed_by_flag(in_ptr, out_ptr, flag, BLOCK: tl.constexpr):
     offsets = tl.arange(0, BLOCK)
     x = tl.load(in_ptr + offsets)
@@ -404,6 +412,14 @@ def test_out_of_bounds_store_raises_before_writing():
         interpret(_copy.fn, (1, 1, 1), {"in_ptr": src, "out_ptr": small, "BLOCK": 16})
     assert isinstance(info.value.__cause__, OutOfBounds) and "store outside every buffer" in str(info.value)
     assert small.tolist() == [0.0] * 8  # nothing was written
+
+
+def test_a_mask_of_a_scalar_and_a_block_is_taken_as_bools():
+    """The interpreter gives ``scalar_mask & block_mask`` int32 data under an int1 type; the
+    bounds check takes it as bools, as the load and store do, not as indexes."""
+    src, dst = torch.arange(8.0), torch.zeros(8)
+    interpret(_copy_under_row_mask.fn, (2, 1, 1), {"in_ptr": src, "out_ptr": dst, "rows": 2, "BLOCK": 4})
+    assert dst.tolist() == [0.0, 1.0, 2.0, 0.0, 4.0, 5.0, 6.0, 0.0]
 
 
 def test_bounds_check_of_addresses_in_one_buffer_and_across_several():

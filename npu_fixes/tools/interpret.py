@@ -512,7 +512,10 @@ def _bounds_checked(builder: Any, kwargs: dict[str, Any], name: str, busy: set[t
     ends = np.array([end for _, end in spans], dtype=np.uint64)
 
     def check(what: str, ptrs: Any, mask: Any, itemsize: int) -> None:
-        addresses = np.asarray(ptrs.data, dtype=np.uint64)[np.broadcast_to(mask.data, ptrs.data.shape)]
+        # A mask of int1 type may hold int32 data (the interpreter's ``&`` of a scalar and a
+        # block of bools): taken as bools, as the load and store take it, not as indexes.
+        lanes = np.broadcast_to(np.asarray(mask.data, dtype=bool), ptrs.data.shape)
+        addresses = np.asarray(ptrs.data, dtype=np.uint64)[lanes]
         if addresses.size:
             busy.add(tuple(builder.grid_idx))
             bounds = np.array([addresses.min(), addresses.max()])
