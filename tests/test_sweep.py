@@ -304,6 +304,8 @@ TRIAGED = {
     "opinfo:ldexp:-:bfloat16:bwd:static:4": ("pass", "within PyTorch's accuracy rule against float64"),
     # Inductor's fallback index_put_ given one buffer as target and values: an error, eager's own
     "opinfo:index_reduce:mean:float32:bwd:static:2": ("run-time-error", "index-put-onto-itself"),
+    # a 0-dim input read by value (`tmp3 = in_ptr1`), then `block & (scalar <= c)`: the interpreter's
+    "opinfo:special.xlog1py:-:float32:bwd:static:3": ("harness-limit", "zero-dim-tensor"),
     # int64-constant-range
     "opinfo:masked.amax:-:int64:fwd:static:1": ("pass", None),
     # dualview-fold-definition: NameError r0_2 without it

@@ -75,8 +75,10 @@ HARNESS_LIMITS = (
         "Inductor passes a 0-dim CPU tensor given to the compiled graph to kernels by value (as "
         "Dynamo makes one of a Python float it does not specialise, a CPU tensor on an NPU too); "
         "here every input is a CPU tensor, so a 0-dim tensor that is an NPU tensor on a device is "
-        "taken for such a scalar, and a kernel that writes it is refused. Answering otherwise "
-        "would need telling Dynamo's floats from the program's tensors",
+        "taken for such a scalar: a kernel that writes it is refused, and one that fails while it "
+        "reads a 0-dim input by value (`tmp3 = in_ptr1`) is not the device's kernel (Triton's "
+        "interpreter refuses `block & (scalar <= c)`). Answering otherwise would need telling "
+        "Dynamo's floats from the program's tensors",
     ),
     HarnessLimit(
         "npu-gelu-form",
@@ -315,6 +317,15 @@ def _judge(s: corpus.Sample, expected: list[Any], actual: list[Any]) -> tuple[st
     return why, off, {}
 
 
+def _by_value(s: corpus.Sample, kernels: list[str]) -> bool:
+    """Whether ``s`` has a 0-dim tensor input and one of ``kernels`` reads an input by value."""
+    import torch
+    from torch.utils._pytree import tree_leaves
+
+    zero_dim = any(isinstance(a, torch.Tensor) and a.dim() == 0 for a in tree_leaves((s.args, s.kwargs)))
+    return zero_dim and any(re.search(r"^\s*tmp\d+ = in_ptr\d+\s*$", k, re.M) for k in kernels)
+
+
 def _npu_dropout_form(s: corpus.Sample, expected: list[Any], actual: list[Any]) -> bool:
     """Whether ``s`` is ``native_dropout_backward`` at scale 1 and ``actual`` is the NPU's
     eager form, which every loader follows: the result of eager given an all-true mask, and
@@ -405,6 +416,8 @@ def run_sample(s: corpus.Sample, launches: list, order: ProgramOrder) -> dict[st
         record["detail"] = text
         record["kernel_sources"] = [launch.source for launch in launches[first:][-1:]]
         limit = _limit(text)
+        if limit is None and _by_value(s, record["kernel_sources"]):
+            limit = next(h for h in HARNESS_LIMITS if h.name == "zero-dim-tensor")
         if isinstance(inner, OutOfBounds):
             record["outcome"] = "out-of-bounds"
         elif re.search(UNREPRESENTABLE, text):  # refused here, truncated by a device's frontend
