@@ -68,6 +68,7 @@ MODULES = (
     "int64_constant_range",
     "dualview_fold_definition",
     "promoted_tile_mask",
+    "axis_split_self_reference",
     "te_parallel_ce",
 )
 

@@ -1,7 +1,7 @@
 """A CPU graph and codegen kernels: a real ``NPUTritonKernel`` built without an NPU, to ask
 its live methods about indexes and reductions (slice-scatter-offset, split-fused-fixpoint,
-widened-load-tail, int64-minmax-identity), and a graph to run a live lowering in
-(empty-cat-input)."""
+widened-load-tail, int64-minmax-identity, axis-split-self-reference), and a graph to run a
+live lowering in (empty-cat-input)."""
 
 from __future__ import annotations
 
@@ -27,18 +27,25 @@ def cpu_graph() -> Iterator[Any]:
 
 
 @contextlib.contextmanager
-def cpu_kernel(module: types.ModuleType, x_length: int = X_LENGTH) -> Iterator[tuple[Any, Any]]:
-    """A real ``NPUTritonKernel`` with one x range, under a fresh :func:`cpu_graph` and
-    set as the current kernel; yields ``(kernel, x0)``. Nothing global is changed."""
+def cpu_kernel(module: types.ModuleType, x_length: Any = X_LENGTH,
+               ranges: dict[Any, tuple[int, int]] | None = None) -> Iterator[tuple[Any, Any]]:
+    """A real ``NPUTritonKernel`` with one x range of ``x_length`` (an int, or an expression
+    of size symbols whose values lie in ``ranges``, low and high included), under a fresh
+    :func:`cpu_graph` and set as the current kernel; yields ``(kernel, x0)``. Nothing
+    global is changed."""
     import sympy
     from torch._inductor.codegen.simd_kernel_features import SIMDKernelFeatures
     from torch._inductor.virtualized import V
+    from torch.utils._sympy.value_ranges import ValueRanges
 
-    with cpu_graph():
-        features = SIMDKernelFeatures([], sympy.Integer(x_length), sympy.Integer(1))
-        kernel = module.NPUTritonKernel({"x": sympy.Integer(x_length)}, features=features)
+    length = sympy.sympify(x_length)
+    with cpu_graph() as graph:
+        for symbol, (low, high) in (ranges or {}).items():
+            graph.sizevars.shape_env.var_to_range[symbol] = ValueRanges(low, high)
+        features = SIMDKernelFeatures([], length, sympy.Integer(1))
+        kernel = module.NPUTritonKernel({"x": length}, features=features)
         with V.set_kernel_handler(kernel):
-            x0 = kernel.range_trees[0].lookup(sympy.Integer(1), sympy.Integer(x_length)).symbol()
+            x0 = kernel.range_trees[0].lookup(sympy.Integer(1), length).symbol()
             yield kernel, x0
 
 
