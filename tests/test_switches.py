@@ -84,9 +84,8 @@ def test_switching_off_at_run_time_keeps_status_truthful(genuine):
     """At f8802037a: NPU_FIXES=0 set after the repairs went in removes none of them (the
     switches act on what is decided next; undo() removes the repairs), so status() says
     ``applied`` while they are there, ``upgrade-needed`` while a guard is in force
-    (nonlinearize-grid and int32-address-wrap there; partial-view-fold, which only reports, is
-    ``disabled`` then), and ``disabled`` for the rest; NPU_FIXES=1 and apply()
-    keep the repairs without probing our own wrappers and decide the rest afresh; undo()
+    (nonlinearize-grid and int32-address-wrap there), and ``disabled`` for the rest;
+    NPU_FIXES=1 and apply() keep the repairs without probing our own wrappers and decide the rest afresh; undo()
     leaves ``undone`` with the defect back."""
     res = run_program("switches", "switched_at_run_time", location=genuine("f8802037a"))
     applied = res["applied"]
@@ -94,9 +93,9 @@ def test_switching_off_at_run_time_keeps_status_truthful(genuine):
     assert res["defective_at_import"] == dict.fromkeys(applied, False)
     guarded = {n for n, state in res["import"].items() if state == "upgrade-needed"}
     assert guarded == {f.name for f in all_fixes() if not f.repairable and f.name in needed_at("f8802037a")}
-    assert guarded == {"nonlinearize-grid", "int32-address-wrap", "partial-view-fold"}, res["import"]
-    in_force = {f.name for f in all_fixes() if f.name in guarded and f.install}  # partial-view-fold only reports
-    assert in_force == {"nonlinearize-grid", "int32-address-wrap"}
+    assert guarded == {"nonlinearize-grid", "int32-address-wrap"}, res["import"]
+    in_force = {f.name for f in all_fixes() if f.name in guarded and f.install}
+    assert in_force == guarded
     assert res["switched_off"] == {n: "applied" if n in applied else "upgrade-needed" if n in in_force
                                    else "disabled" for n in res["import"]}
     assert res["applied_again"] == res["import"]

@@ -1,76 +1,136 @@
-"""partial-view-fold (report): partial second views of an x tree left unfolded; needs an upgrade.
+"""partial-view-fold: a second view of part of an x tree stays a tile axis of its own, and the
+kernel iterates the product of both views.
 
-- **Defect**: the wheel corrected three things in the linearize pass at once. An x tree read
-  through a second view that re-decomposes only part of the basis (BigBird: the basis
-  ``[48 x 16, 4096]``, the other view ``64 x 64`` inside the 4096) keeps the second view's
-  nodes as tile axes of their own: only a second view covering the whole tree is folded onto
-  the basis. A composite index spanning two trees (``x3 + 64*y0``) can become a mapping key,
-  which the kernel header then emits as the target of an assignment. Constants emitted before
-  a tree is split into several slots keep their singleton shape at the old rank. Symptoms are
-  guessed from the code (uncontiguous accesses, a kernel that does not build, a rank
-  mismatch); none was reproduced on CPU: the BigBird-style programs of the rsplit battery
-  emit the same kernels as the wheel.
-- **Where**: ``codegen.triton.NPUTritonScheduling._apply_linearize`` and the fold it calls,
-  ``_fold_dual_decomp`` (the wheel: ``_fold_redundant_range_tree_decomposition``).
+- **Defect**: where a permute or a slice makes one flat x range carry two decompositions (the
+  basis the loads use, another the stores or a fused node use), ``_fold_dual_decomp`` maps the
+  second onto the basis only where it covers the whole range. A second view of a span of it
+  stays free: ``x.transpose(0, 1)`` of ``[15, 257, 17]`` under a ``slice_scatter`` and a
+  ``prod(0)`` keeps ``x4`` (3855, the span of ``x1`` (257) and ``x2`` (15)) as a tile axis
+  beside them; the kernel's loops run over 17 x 257 x 15 x 3855 lanes for 65535 elements, the
+  same value stored 3855 times (no result within 300 s in Triton's interpreter; on a device,
+  thousands of times the work). BigBird's ``64 x 64`` view inside a basis node of 4096 is the
+  same case. The wheel rewrote the fold to take such spans; two more changes it made in the
+  same pass (a composite index as a mapping key, constants at the rank before a split) are
+  not part of this fix: no program of ours or of the corpus has shown a symptom of them.
+- **Where**: ``codegen.triton.NPUTritonScheduling._fold_dual_decomp`` (the wheels replaced it:
+  absent there).
 - **Probe**: the live fold on a stand-in x tree of 262144 with the basis
-  ``x1 (64) * x0 (4096)`` and a second view ``x3 (64) * x2 (64)`` of x0's span; defective
-  when x2 and x3 stay unmapped. The other two corrections came in the same code and are not
-  probed separately.
-- **Fix**: none at run time (guard only; no install). The corrections sit inside
-  ``_apply_linearize``, one of the largest methods of the backend; only porting the wheel's
-  code would make them. The state is reported as ``upgrade-needed``.
+  ``x1 (64) * x0 (4096)`` and a second view ``x3 (64) * x2 (64)`` of x0's span: are x2 and x3
+  left unmapped?
+- **Fix**: after upstream's fold, each free node on a chain of second-view nodes that starts and
+  ends on boundaries of the basis (a complete chain of basis nodes) is mapped onto the basis,
+  as upstream maps a complete second view: to the basis nodes it spans (``x4 = x1 + 257*x2``)
+  where its ends are boundaries of basis nodes, else to ``//`` and ``%`` of the basis's flat
+  index; the kernel header defines it so.
 """
 
 from __future__ import annotations
 
 import types
+from collections.abc import Callable
+from typing import Any
 
-from ..shim.catalogue import EVERY_COMMIT, WHEEL, About
+from ..shim.catalogue import EVERY_COMMIT, WHEEL, WHEELS, About
 from ..shim.fix import Fix, Probe
+from ..shim.patcher import Patcher
+from .shared.codegen_kernel import cpu_graph
 
-TARGET = "NPUTritonScheduling._apply_linearize"
-#: The fold's name before and in the wheel.
-FOLDS = ("_fold_redundant_range_tree_decomposition", "_fold_dual_decomp")
-UPGRADE = "upgrade torch_npu to the published 2.13.0 wheel or later (no public commit has the fix)"
-SYMPTOMS = ("partial alternate views not folded, composite mapping keys emitted as assignment targets, "
-            "constants kept at the pre-split rank")
+TARGET = "NPUTritonScheduling._fold_dual_decomp"
 
 
-def fold_partial_view(module: types.ModuleType) -> tuple[str, dict[str, str]] | None:
-    """The live fold's name and the mapping it gives the stand-in tree's second view (x2,
-    x3 inside x0's 4096); None where the class has no fold of alternate views."""
+def fold_spans(sizevars: Any, tree: Any, basis_names: set[str], mapping: dict,
+               matcher: dict) -> dict[str, Any]:
+    """Map each free node of ``tree`` that lies on a chain of non-basis nodes from one
+    boundary of the basis to another onto the basis (``mapping``: node name -> expression;
+    ``matcher``: the header line defining it); returns what was mapped. Nothing where the
+    free basis nodes do not form a complete chain of ``tree``."""
     import sympy
-    import torch
-    from torch._inductor.graph import GraphLowering
-    from torch._inductor.virtualized import V
+    from torch.utils._sympy.functions import FloorDiv, ModularIndexing
 
-    cls = module.NPUTritonScheduling
-    name = next((n for n in FOLDS if hasattr(cls, n)), None)
-    if name is None:
-        return None
-    NS = types.SimpleNamespace
-    nodes = [NS(name=n, divisor=sympy.Integer(d), length=sympy.Integer(length))
+    equal = sizevars.statically_known_equals
+    free = [n for n in tree.nodes.values() if n.name not in mapping]
+    basis = sorted((n for n in free if n.name in basis_names),
+                   key=lambda n: sizevars.optimization_hint(n.divisor))
+    others = [n for n in free if n.name not in basis_names]
+    reach = sympy.Integer(1)
+    for node in basis:
+        if not equal(node.divisor, reach):
+            return {}
+        reach = node.divisor * node.length
+    if not (basis and others and equal(reach, tree.numel)):
+        return {}
+    ends = [n.divisor * n.length for n in basis]
+    on_span: set[str] = set()
+
+    def follow(start: Any, at: Any, chain: tuple[str, ...]) -> None:
+        for node in others:
+            end = node.divisor * node.length
+            if node.name in chain or not equal(node.divisor, at) or equal(end, at):
+                continue
+            if any(equal(end, b) for b in ends) and not equal(end, start):
+                on_span.update((*chain, node.name))
+            else:
+                follow(start, end, (*chain, node.name))
+
+    for node in basis:
+        follow(node.divisor, node.divisor, ())
+    flat = sum((sympy.Symbol(n.name) * n.divisor for n in basis), sympy.Integer(0))
+    mapped = {}
+    for node in (n for n in others if n.name in on_span):
+        end, at, digits = node.divisor * node.length, node.divisor, []
+        for b in basis:
+            if equal(b.divisor, at) and not equal(at, end):
+                digits.append(b)
+                at = b.divisor * b.length
+        if digits and equal(at, end):
+            expr = sum((sympy.Symbol(b.name) * sizevars.simplify(b.divisor / node.divisor) for b in digits),
+                       sympy.Integer(0))
+        elif equal(end, tree.numel):
+            expr = FloorDiv(flat, node.divisor)
+        else:
+            expr = ModularIndexing(flat, node.divisor, node.length)
+        mapping[node.name] = mapped[node.name] = expr
+        matcher[f"{node.name} = {node.name}index"] = f"{node.name} = {expr}"
+    return mapped
+
+
+def fold_partial_view(module: types.ModuleType) -> dict[str, str]:
+    """The mapping the live fold gives the stand-in tree (the basis ``x1 (64) * x0 (4096)``,
+    a second view ``x3 (64) * x2 (64)`` of x0's span)."""
+    import sympy
+
+    ns = types.SimpleNamespace
+    nodes = [ns(name=n, divisor=sympy.Integer(d), length=sympy.Integer(length))
              for n, d, length in (("x0", 1, 4096), ("x1", 4096, 64), ("x2", 1, 64), ("x3", 64, 64))]
-    tree = NS(nodes={n.name: n for n in nodes}, numel=sympy.Integer(262144), is_reduction=False, prefix="x")
+    tree = ns(nodes={n.name: n for n in nodes}, numel=sympy.Integer(262144), is_reduction=False, prefix="x")
     basis = ([sympy.Symbol("x1"), sympy.Symbol("x0")], [64, 4096])
     mapping: dict = {}
-    graph = GraphLowering(torch.fx.symbolic_trace(torch.nn.Identity()))
-    with V.set_graph_handler(graph):
-        getattr(cls, name)(object.__new__(cls), NS(), tree, basis, mapping, {})
-    return name, {str(k): str(v) for k, v in mapping.items()}
+    cls = module.NPUTritonScheduling
+    with cpu_graph():
+        cls._fold_dual_decomp(object.__new__(cls), ns(), tree, basis, mapping, {})
+    return {str(k): str(v) for k, v in mapping.items()}
 
 
 def probe(module: types.ModuleType) -> Probe:
     """Run the live fold on the stand-in tree: is the second view of x0's span folded?"""
-    folded = fold_partial_view(module)
-    if folded is None:
-        return Probe(False, "the backend has no fold of alternate views: partial-view-fold not judged")
-    name, mapping = folded
+    mapping = fold_partial_view(module)
     if {"x2", "x3"} <= mapping.keys():
-        return Probe(False, f"{name} folds a second view of part of the basis onto it: {mapping}")
-    return Probe(True, f"{name} leaves a second view of part of the basis (x3 * 64 + x2 inside x0's 4096) "
-                       f"as tile axes of their own; with it: {SYMPTOMS} (detected from the live fold on "
-                       f"CPU, not reproduced; no run-time repair): {UPGRADE}")
+        return Probe(False, f"_fold_dual_decomp folds a second view of part of the basis onto it: {mapping}")
+    return Probe(True, "_fold_dual_decomp leaves a second view of part of the basis (x3 * 64 + x2 inside "
+                       "x0's 4096) as tile axes of their own: the kernel iterates the product of both views")
+
+
+def install(module: types.ModuleType, patcher: Patcher) -> None:
+    from torch._inductor.virtualized import V
+
+    def fold(wrapped: Callable[..., Any], instance: Any, args: tuple, kwargs: dict) -> Any:
+        result = wrapped(*args, **kwargs)
+        if len(args) == 5 and not kwargs:
+            _, tree, tree_expr, mapping, matcher = args
+            fold_spans(V.graph.sizevars, tree, {str(v) for v in tree_expr[0]}, mapping, matcher)
+        return result
+
+    patcher.wrap_path(module, TARGET, fold)
 
 
 FIX = Fix(
@@ -78,16 +138,18 @@ FIX = Fix(
     old_names=("linearize-misc",),
     about=About(
         symptom=(
-            "partial alternate views not folded, composite keys as assignment targets, constants at the rank "
-            "before a split (symptoms guessed from the code, none reproduced)"
+            "a second view of part of an x range (a transpose under a `slice_scatter` and a reduction; "
+            "BigBird's blocks) stays a tile axis of its own: the kernel iterates the product of both views, "
+            "thousands of times the work"
         ),
         present=EVERY_COMMIT,
         fixed_in=WHEEL,
         workaround="none known: upgrade torch_npu",
+        absent=frozenset(WHEELS),
     ),
     module="torch_npu._inductor.triton_experimental.codegen.triton",
     targets=(TARGET,),
     probe=probe,
-    install=None,
-    repairable=False,
+    install=install,
+    signatures={TARGET: ("kernel", "tree", "tree_expr", "tree_node_mapping", "matcher")},
 )

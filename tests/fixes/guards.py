@@ -1,4 +1,4 @@
-"""What the four guards' test modules share: each guard's program run at every genuine state and
+"""What the three guards' test modules share: each guard's program run at every genuine state and
 the 2.13.0 wheel, and the checks of its probe and state against the catalogue."""
 
 from __future__ import annotations

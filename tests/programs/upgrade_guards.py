@@ -1,5 +1,5 @@
 """Programs of the guards' tests: tests/fixes/test_nd_reduction.py, test_promoted_epilogue.py,
-test_slice_scatter_offset.py and test_partial_view_fold.py."""
+and test_slice_scatter_offset.py."""
 
 from __future__ import annotations
 
@@ -57,7 +57,6 @@ def guarded(location: str, name: str) -> dict:
     the masked offsets; promoted-epilogue: the rewritten epilogue)."""
     mods = host_load(location).modules
     from npu_fixes.fixes import nd_reduction as nd
-    from npu_fixes.fixes import partial_view_fold as pv
     from npu_fixes.fixes import promoted_epilogue as pe
     from npu_fixes.fixes import slice_scatter_offset as ss
     from npu_fixes.shim.registry import Registry
@@ -66,8 +65,7 @@ def guarded(location: str, name: str) -> dict:
     heur, cg = mods["npu_triton_heuristics"], mods["codegen.triton"]
     module, attr, fix = {"nd-reduction": (heur, "reduction", nd.FIX),
                          "promoted-epilogue": (cg, pe.TARGET, pe.FIX),
-                         "slice-scatter-offset": (cg, "NPUTritonKernel", ss.FIX),
-                         "partial-view-fold": (cg, "NPUTritonScheduling", pv.FIX)}[name]
+                         "slice-scatter-offset": (cg, "NPUTritonKernel", ss.FIX)}[name]
     original = inspect.getattr_static(module, attr)
     result = {"before": battery(heur)} if name == "nd-reduction" else {}
     result["probe"] = [(p := fix.probe(module)).defective, p.detail]
