@@ -326,6 +326,16 @@ def _by_value(s: corpus.Sample, kernels: list[str]) -> bool:
     return zero_dim and any(re.search(r"^\s*tmp\d+ = in_ptr\d+\s*$", k, re.M) for k in kernels)
 
 
+def _int64_past_int32(s: corpus.Sample) -> bool:
+    """Whether an int64 tensor input of ``s`` holds a value int32 cannot hold."""
+    import torch
+    from torch.utils._pytree import tree_leaves
+
+    low, high = torch.iinfo(torch.int32).min, torch.iinfo(torch.int32).max
+    return any(isinstance(a, torch.Tensor) and a.dtype == torch.int64 and a.numel()
+               and bool(((a < low) | (a > high)).any()) for a in tree_leaves((s.args, s.kwargs)))
+
+
 def _npu_dropout_form(s: corpus.Sample, expected: list[Any], actual: list[Any]) -> bool:
     """Whether ``s`` is ``native_dropout_backward`` at scale 1 and ``actual`` is the NPU's
     eager form, which every loader follows: the result of eager given an all-true mask, and
@@ -443,6 +453,8 @@ def run_sample(s: corpus.Sample, launches: list, order: ProgramOrder) -> dict[st
     casts = config.patch(emulate_precision_casts=True)
     if ":bfloat16:" in s.id and not _off_recompiled(s, expected, order, casts):
         record["detail"] = f"{why}; {triage.EQUAL_WITH_PRECISION_CASTS}"
+    elif _int64_past_int32(s):
+        record["detail"] = f"{why}; {triage.INT64_PAST_INT32}"
     return record | {"outcome": "wrong"}
 
 
