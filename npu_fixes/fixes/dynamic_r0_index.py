@@ -30,7 +30,7 @@ from typing import Any
 from ..shim.catalogue import EVERY_COMMIT, WHEEL, About
 from ..shim.fix import Fix, Probe
 from ..shim.patcher import Patcher
-from .shared.promoted import TARGET, definitions_from_passes, promoted_lines, rewrite_body
+from .shared.promoted import TARGET, definitions_from_passes, looped_sum, rewrite_body, two_node_lines
 
 #: Inductor's printing of a floor division and a modulo whose signs it cannot prove.
 _OPERATORS = {"div_floor_integer": "//", "remainder_integer": "%"}
@@ -62,19 +62,9 @@ def install(module: types.ModuleType, patcher: Patcher) -> None:
 
 def _kept(module: types.ModuleType, definition: str) -> bool:
     """Does the live function keep ``definition`` in a dynamic promoted body of two nodes?"""
-    body = ["    _tmp1 = tl.full([r0_1_blk, r0_0_blk, 1], 0, tl.float32)",
-            "    for r0_offset in range(0, r0_numel, R0_BLOCK):",
-            "        r0_index = r0_offset + r0_base",
-            "        r0_mask = r0_index < r0_numel",
-            f"        {definition}",
-            "        tmp0 = tl.load(in_ptr0 + (r0_0 + ks0*r0_1), r0_mask, other=0.0)",
-            "        _tmp1 = _tmp1 + tmp0",
-            "    tmp1 = tl.sum(_tmp1, 0)[None, None, :]"]
-    loop_nodes = [("r0_1", 0, None, "r0_1numel"), ("r0_0", 1, None, "r0_0numel")]
-    slots = {0: "[:, None, None]", 1: "[None, :, None]"}
-    lines = promoted_lines(module, body, "r0_1mask & r0_0mask", "[r0_1_blk*r0_0_blk, 1]", 0,
-                           "[None, None, :]", [0, 1], ["r0_1_blk", "r0_0_blk", "1"], leaves=["r0_1", "r0_0"],
-                           dynamic=True, loop_nodes=loop_nodes, slot_bcast=slots.__getitem__)
+    body = looped_sum("tmp1", [definition, "tmp0 = tl.load(in_ptr0 + (r0_0 + ks0*r0_1), r0_mask, other=0.0)",
+                               "_tmp1 = _tmp1 + tmp0"])
+    lines = two_node_lines(module, body, dynamic=True)
     return any(line.strip() == definition for line in lines)
 
 

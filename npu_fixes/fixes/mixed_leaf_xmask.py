@@ -25,7 +25,7 @@ from typing import Any
 from ..shim.catalogue import NOT_FIXED, About
 from ..shim.fix import Fix, Probe
 from ..shim.patcher import Patcher
-from .shared.promoted import TARGET, promoted_lines, rewrite_body
+from .shared.promoted import TARGET, rewrite_body, two_node_lines
 
 _GUARD = re.compile(r"(\s*\w+_broadcast_guard = tl\.where\()(.+?) & xmask(, .*)")
 
@@ -62,8 +62,7 @@ def probe(module: types.ModuleType) -> Probe:
     body = ["    tmp0 = tl.load(in_ptr0 + (r0_0 + 8*r0_1), r0_1mask & r0_0mask, other=0.0)",
             "    tmp3 = (r0_0).to(tl.float32)",
             "    tmp4 = tmp0 * tmp3"]
-    lines = promoted_lines(module, body, "r0_1mask & r0_0mask", "[r0_1_blk*r0_0_blk, 1]", 0,
-                           "[None, None, :]", [0, 1], ["r0_1_blk", "r0_0_blk", "1"], leaves=["r0_1", "r0_0"])
+    lines = two_node_lines(module, body)
     guards = [line.strip() for line in lines if without_xmask(line) is not None]
     if guards:
         return Probe(True, f"a product of a bar and a block in a reduction to one value is guarded with "

@@ -35,7 +35,7 @@ from typing import Any
 from ..shim.catalogue import EVERYWHERE, NOT_FIXED, About
 from ..shim.fix import Fix, Probe
 from ..shim.patcher import Patcher
-from .shared.promoted import TARGET, promoted_lines, rewrite_body, spliced
+from .shared.promoted import TARGET, looped_sum, rewrite_body, spliced, two_node_lines
 
 #: The probe's load: a per-row weight of the outer tiled node ``r0_1``, unmasked as
 #: ``indexing`` leaves it.
@@ -102,21 +102,9 @@ def install(module: types.ModuleType, patcher: Patcher) -> None:
 def _rewritten_load(module: types.ModuleType) -> str:
     """The probe's load as the live function leaves it in a dynamic promoted body whose two
     nodes, ``r0_1`` (outer) and ``r0_0``, each run in a tiled loop."""
-    body = ["    _tmp3 = tl.full([r0_1_blk, r0_0_blk, 1], 0, tl.float32)",
-            "    for r0_offset in range(0, r0_numel, R0_BLOCK):",
-            "        r0_index = r0_offset + r0_base",
-            "        r0_mask = r0_index < r0_numel",
-            "        tmp0 = tl.load(in_ptr0 + (r0_0 + ks0*r0_1), r0_mask, other=0.0)",
-            f"        {PROBE_LOAD}",
-            "        tmp2 = tmp0 * tmp1",
-            "        _tmp3 = _tmp3 + tmp2",
-            "    tmp3 = tl.sum(_tmp3, 0)[None, None, :]"]
-    loop_nodes = [("r0_1", 0, None, "r0_1numel"), ("r0_0", 1, None, "r0_0numel")]
-    slots = {0: "[:, None, None]", 1: "[None, :, None]"}
-    lines = promoted_lines(
-        module, body, "r0_1mask & r0_0mask", "[r0_1_blk*r0_0_blk, 1]", 0, "[None, None, :]", [0, 1],
-        ["r0_1_blk", "r0_0_blk", "1"], ["r0_1", "r0_0"], with_passes=True, dynamic=True,
-        loop_nodes=loop_nodes, slot_bcast=slots.__getitem__)
+    body = looped_sum("tmp3", ["tmp0 = tl.load(in_ptr0 + (r0_0 + ks0*r0_1), r0_mask, other=0.0)", PROBE_LOAD,
+                               "tmp2 = tmp0 * tmp1", "_tmp3 = _tmp3 + tmp2"])
+    lines = two_node_lines(module, body, dynamic=True, with_passes=True)
     return next(line.strip() for line in lines if line.strip().startswith("tmp1 = tl.load("))
 
 

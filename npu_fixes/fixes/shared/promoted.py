@@ -73,6 +73,32 @@ def promoted_rewrite(module: types.ModuleType, line: str, combined_mask: str, co
     return out.strip()
 
 
+def two_node_lines(module: types.ModuleType, lines: Sequence[str], *, dynamic: bool = False,
+                   with_passes: bool = False) -> list[str]:
+    """:func:`promoted_lines` of ``lines`` for a reduction to one value over two promoted
+    nodes, ``r0_1`` (outer) and ``r0_0``; ``dynamic``: sizes known at run time, each node in
+    a tiled loop of its own."""
+    extra: dict[str, Any] = {}
+    if dynamic:
+        slots = {0: "[:, None, None]", 1: "[None, :, None]"}
+        loop_nodes = [("r0_1", 0, None, "r0_1numel"), ("r0_0", 1, None, "r0_0numel")]
+        extra = {"dynamic": True, "loop_nodes": loop_nodes, "slot_bcast": slots.__getitem__}
+    return promoted_lines(module, lines, "r0_1mask & r0_0mask", "[r0_1_blk*r0_0_blk, 1]", 0,
+                          "[None, None, :]", [0, 1], ["r0_1_blk", "r0_0_blk", "1"], leaves=["r0_1", "r0_0"],
+                          with_passes=with_passes, **extra)
+
+
+def looped_sum(accumulator: str, loop_lines: Sequence[str]) -> list[str]:
+    """A reduction body over both promoted nodes of :func:`two_node_lines`: one r0 loop of
+    ``loop_lines`` (which add into ``_<accumulator>``), then the sum into ``accumulator``."""
+    return [f"    _{accumulator} = tl.full([r0_1_blk, r0_0_blk, 1], 0, tl.float32)",
+            "    for r0_offset in range(0, r0_numel, R0_BLOCK):",
+            "        r0_index = r0_offset + r0_base",
+            "        r0_mask = r0_index < r0_numel",
+            *(f"        {line}" for line in loop_lines),
+            f"    {accumulator} = tl.sum(_{accumulator}, 0)[None, None, :]"]
+
+
 def definitions_from_passes(module: types.ModuleType) -> bool:
     """Whether the live rewrite writes the reduction nodes' definitions from the kernel's
     records of its reduction loops (the wheels: it refuses a body without them), not from
@@ -80,8 +106,7 @@ def definitions_from_passes(module: types.ModuleType) -> bool:
     body = ["    for r0_offset in range(0, r0_numel, R0_BLOCK):", "        r0_index = r0_offset + r0_base",
             "        r0_1 = r0_index // 8", "        r0_0 = r0_index % 8"]
     try:
-        promoted_lines(module, body, "r0_1mask & r0_0mask", "[r0_1_blk*r0_0_blk, 1]", 0, "[None, None, :]",
-                       [0, 1], ["r0_1_blk", "r0_0_blk", "1"], leaves=["r0_1", "r0_0"])
+        two_node_lines(module, body)
     except RuntimeError as exc:
         if "reduction-pass metadata" not in str(exc):
             raise
