@@ -66,9 +66,11 @@ def test_a_bfloat16_pass_judged_against_float64_still_runs_in_reverse_order(monk
     order, launches = sweep.ProgramOrder(), []
     eager = [torch.tensor([-18.0, 1.0], dtype=torch.bfloat16)]
     reverse = {False: [torch.tensor([-17.0, 1.0], dtype=torch.bfloat16)]}
+    in_float64_runs = []
 
     def evaluate(sample, fn, in_float64=False):
         if fn is sample.fn:
+            in_float64_runs.append(in_float64)
             return [torch.tensor([-17.0, 1.0], dtype=torch.float64)] if in_float64 else eager
         launches.append(SimpleNamespace(source="a kernel"))
         return reverse[order.reverse]
@@ -78,6 +80,7 @@ def test_a_bfloat16_pass_judged_against_float64_still_runs_in_reverse_order(monk
     record = sweep.run_sample(s, launches, order)
     assert record["outcome"] == "pass" and record["detail"].startswith("closer to float64 than eager")
     assert len(launches) == 2  # both orders ran
+    assert in_float64_runs.count(True) == 1  # the float64 reference, once for both judgements
     reverse[True] = [torch.tensor([-10.0, 1.0], dtype=torch.bfloat16)]  # farther than eager, past 3 times
     record = sweep.run_sample(s, launches, order)
     assert record["outcome"] == "wrong" and record["detail"].startswith("programs in reverse order")
