@@ -8,7 +8,8 @@ kernel iterates the product of both views.
   ``prod(0)`` keeps ``x4`` (3855, the span of ``x1`` (257) and ``x2`` (15)) as a tile axis
   beside them; the kernel's loops run over 17 x 257 x 15 x 3855 lanes for 65535 elements, the
   same value stored 3855 times (no result within 300 s in Triton's interpreter; on a device,
-  thousands of times the work). BigBird's ``64 x 64`` view inside a basis node of 4096 is the
+  thousands of times the work). The probe's ``64 x 64`` view inside a basis node of 4096 (the
+  shape the wheel's notes give for BigBird; our BigBird-style programs did not reach it) is the
   same case. The wheel rewrote the fold to take such spans; two more changes it made in the
   same pass (a composite index as a mapping key, constants at the rank before a split) are
   not part of this fix: no program of ours or of the corpus has shown a symptom of them.
@@ -138,9 +139,9 @@ FIX = Fix(
     old_names=("linearize-misc",),
     about=About(
         symptom=(
-            "a second view of part of an x range (a transpose under a `slice_scatter` and a reduction; "
-            "BigBird's blocks) stays a tile axis of its own: the kernel iterates the product of both views, "
-            "thousands of times the work"
+            "a second view of part of an x range (a transpose under a `slice_scatter` and a reduction) "
+            "stays a tile axis of its own: the kernel iterates the product of both views, thousands of "
+            "times the work"
         ),
         present=EVERY_COMMIT,
         fixed_in=WHEEL,
