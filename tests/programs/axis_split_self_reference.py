@@ -5,7 +5,7 @@ rewrites on an axis whose length is known to equal the split factor."""
 
 from __future__ import annotations
 
-from tests.programs import host_load, innermost, main, with_npu_fixes
+from tests.programs import innermost, interpreted_with_npu_fixes, main
 
 NAME = "axis-split-self-reference"
 #: Channels and factor of each ``pixel_shuffle`` program: 9 channels by 3 leave one output
@@ -71,11 +71,7 @@ def run_all(codegen) -> dict:
 
 def pixel_shuffles(location: str) -> dict:
     """The programs through the backend at ``location`` without and with npu_fixes."""
-    from npu_fixes.tools import interpret
-
-    codegen = host_load(location).modules["codegen.triton"]
-    interpret.activate(codegen)
-    return with_npu_fixes(NAME, codegen, lambda: run_all(codegen))
+    return interpreted_with_npu_fixes(NAME, location, run_all)
 
 
 if __name__ == "__main__":

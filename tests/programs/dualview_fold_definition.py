@@ -4,7 +4,7 @@ through a state's backend, kernels run in Triton's interpreter, compared with ea
 
 from __future__ import annotations
 
-from tests.programs import host_load, innermost, main, with_npu_fixes
+from tests.programs import host_load, innermost, interpreted_with_npu_fixes, main
 
 NAME = "dualview-fold-definition"
 
@@ -60,11 +60,7 @@ def run_all(codegen) -> dict:
 
 def folds(location: str) -> dict:
     """The programs through the backend at ``location`` without and with npu_fixes."""
-    from npu_fixes.tools import interpret
-
-    codegen = host_load(location).modules["codegen.triton"]
-    interpret.activate(codegen)
-    return with_npu_fixes(NAME, codegen, lambda: run_all(codegen))
+    return interpreted_with_npu_fixes(NAME, location, run_all)
 
 
 def folds_without_this_fix(location: str) -> dict:

@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import re
 
-from tests.programs import host_load, interpreted, main, with_npu_fixes
+from tests.programs import host_load, interpreted, interpreted_with_npu_fixes, main
 
 NAME = "partial-view-fold"
 #: The constant length of each tile axis of an x range, in a kernel's source.
@@ -46,23 +46,18 @@ def run_all(codegen) -> dict:
             "lanes": lanes(run["launches"][0].source)}
 
 
-def _codegen(location: str):
-    from npu_fixes.tools import interpret
-
-    codegen = host_load(location).modules["codegen.triton"]
-    interpret.activate(codegen)
-    return codegen
-
-
 def folds(location: str) -> dict:
     """The program through the backend at ``location`` without and with npu_fixes."""
-    codegen = _codegen(location)
-    return with_npu_fixes(NAME, codegen, lambda: run_all(codegen))
+    return interpreted_with_npu_fixes(NAME, location, run_all)
 
 
 def as_built(location: str) -> dict:
     """The program through the backend at ``location`` as built (a wheel: its own fold)."""
-    return run_all(_codegen(location))
+    from npu_fixes.tools import interpret
+
+    codegen = host_load(location).modules["codegen.triton"]
+    interpret.activate(codegen)
+    return run_all(codegen)
 
 
 if __name__ == "__main__":
