@@ -19,10 +19,10 @@ kernel iterates the product of both views.
   ``x1 (64) * x0 (4096)`` and a second view ``x3 (64) * x2 (64)`` of x0's span: are x2 and x3
   left unmapped?
 - **Fix**: after upstream's fold, each free node on a chain of second-view nodes that starts and
-  ends on boundaries of the basis (a complete chain of basis nodes) is mapped onto the basis,
-  as upstream maps a complete second view: to the basis nodes it spans (``x4 = x1 + 257*x2``)
-  where its ends are boundaries of basis nodes, else to ``//`` and ``%`` of the basis's flat
-  index; the kernel header defines it so.
+  ends on boundaries of the basis (a complete chain of basis nodes) is mapped onto the basis
+  through the same two tables upstream uses for a complete second view (the tree's mapping and
+  the header's definitions): to the basis nodes it spans (``x4 = x1 + 257*x2``) where its ends
+  are boundaries of basis nodes, else to ``//`` and ``%`` of the basis's flat index.
 """
 
 from __future__ import annotations
