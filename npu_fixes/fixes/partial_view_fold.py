@@ -95,20 +95,26 @@ def fold_spans(sizevars: Any, tree: Any, basis_names: set[str], mapping: dict,
     return mapped
 
 
+def stand_in_tree(nodes: list[tuple[str, int, int]], numel: int) -> Any:
+    """An x range tree of ``numel`` with the nodes ``(name, divisor, length)``, as the folds read it."""
+    import sympy
+
+    ns = types.SimpleNamespace
+    return ns(nodes={n: ns(name=n, divisor=sympy.Integer(d), length=sympy.Integer(length))
+                     for n, d, length in nodes}, numel=sympy.Integer(numel), is_reduction=False, prefix="x")
+
+
 def fold_partial_view(module: types.ModuleType) -> dict[str, str]:
     """The mapping the live fold gives the stand-in tree (the basis ``x1 (64) * x0 (4096)``,
     a second view ``x3 (64) * x2 (64)`` of x0's span)."""
     import sympy
 
-    ns = types.SimpleNamespace
-    nodes = [ns(name=n, divisor=sympy.Integer(d), length=sympy.Integer(length))
-             for n, d, length in (("x0", 1, 4096), ("x1", 4096, 64), ("x2", 1, 64), ("x3", 64, 64))]
-    tree = ns(nodes={n.name: n for n in nodes}, numel=sympy.Integer(262144), is_reduction=False, prefix="x")
+    tree = stand_in_tree([("x0", 1, 4096), ("x1", 4096, 64), ("x2", 1, 64), ("x3", 64, 64)], 262144)
     basis = ([sympy.Symbol("x1"), sympy.Symbol("x0")], [64, 4096])
     mapping: dict = {}
     cls = module.NPUTritonScheduling
     with cpu_graph():
-        cls._fold_dual_decomp(object.__new__(cls), ns(), tree, basis, mapping, {})
+        cls._fold_dual_decomp(object.__new__(cls), types.SimpleNamespace(), tree, basis, mapping, {})
     return {str(k): str(v) for k, v in mapping.items()}
 
 

@@ -322,23 +322,27 @@ def _judge(s: corpus.Sample, expected: list[Any], actual: list[Any],
     return why, off, {}
 
 
-def _by_value(s: corpus.Sample, kernels: list[str]) -> bool:
-    """Whether ``s`` has a 0-dim tensor input and one of ``kernels`` reads an input by value."""
+def _input_tensors(s: corpus.Sample) -> list[Any]:
+    """The tensors among the inputs of ``s``."""
     import torch
     from torch.utils._pytree import tree_leaves
 
-    zero_dim = any(isinstance(a, torch.Tensor) and a.dim() == 0 for a in tree_leaves((s.args, s.kwargs)))
+    return [a for a in tree_leaves((s.args, s.kwargs)) if isinstance(a, torch.Tensor)]
+
+
+def _by_value(s: corpus.Sample, kernels: list[str]) -> bool:
+    """Whether ``s`` has a 0-dim tensor input and one of ``kernels`` reads an input by value."""
+    zero_dim = any(a.dim() == 0 for a in _input_tensors(s))
     return zero_dim and any(re.search(r"^\s*tmp\d+ = in_ptr\d+\s*$", k, re.M) for k in kernels)
 
 
 def _int64_past_int32(s: corpus.Sample) -> bool:
     """Whether an int64 tensor input of ``s`` holds a value int32 cannot hold."""
     import torch
-    from torch.utils._pytree import tree_leaves
 
     low, high = torch.iinfo(torch.int32).min, torch.iinfo(torch.int32).max
-    return any(isinstance(a, torch.Tensor) and a.dtype == torch.int64 and a.numel()
-               and bool(((a < low) | (a > high)).any()) for a in tree_leaves((s.args, s.kwargs)))
+    return any(a.dtype == torch.int64 and a.numel() and bool(((a < low) | (a > high)).any())
+               for a in _input_tensors(s))
 
 
 def _npu_dropout_form(s: corpus.Sample, expected: list[Any], actual: list[Any]) -> bool:

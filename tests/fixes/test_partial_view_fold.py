@@ -5,13 +5,11 @@ kernels run in Triton's interpreter, against eager, with the lanes of its tile l
 
 from __future__ import annotations
 
-from types import SimpleNamespace as NS
-
 import pytest
 import sympy
 from torch.utils._sympy.functions import FloorDiv, ModularIndexing
 
-from npu_fixes.fixes.partial_view_fold import fold_spans
+from npu_fixes.fixes.partial_view_fold import fold_spans, stand_in_tree
 from npu_fixes.fixes.shared.codegen_kernel import cpu_graph
 from tests.conftest import assert_probed_repaired_and_undone, run_at_states, run_program, wheel_install
 from tests.genuine_states import COMMITS
@@ -22,11 +20,9 @@ ELEMENTS, AS_BUILT_LANES = 3 * 65 * 17, 17 * 65 * 3 * 195
 
 def _fold(nodes: list[tuple[str, int, int]], basis: set[str], numel: int) -> tuple[dict, dict]:
     """``fold_spans`` on a tree of ``(name, divisor, length)`` nodes under a CPU graph."""
-    tree = NS(nodes={n: NS(name=n, divisor=sympy.Integer(d), length=sympy.Integer(length))
-                     for n, d, length in nodes}, numel=sympy.Integer(numel))
     matcher: dict = {}
     with cpu_graph() as graph:
-        mapped = fold_spans(graph.sizevars, tree, basis, {}, matcher)
+        mapped = fold_spans(graph.sizevars, stand_in_tree(nodes, numel), basis, {}, matcher)
     return mapped, matcher
 
 
