@@ -100,7 +100,7 @@ def expected_state(name: str, needed: frozenset[str], absent: frozenset[str] = f
         return "absent"
     if name not in needed:
         return "not-needed"
-    return "applied" if {f.name: f for f in all_fixes()}[name].repairable else "upgrade-needed"
+    return {f.name: f for f in all_fixes()}[name].present_state.value
 
 
 class Unavailable(RuntimeError):

@@ -13,12 +13,11 @@ from tests.genuine_states import FIVE, UNFIXED, absent_at
 
 BACKEND = [f for f in all_fixes() if f.module.startswith("torch_npu.")]
 BACKEND_FIXES = [f.name for f in BACKEND]
-#: What audit says of a published wheel's backend: upstream's fixes, except the defects no
-#: published state has fixed, which are repaired.
-#: What audit says of each backend fix on a published wheel (both have the same fixes' code).
-PUBLISHED = {name: ("needed", "applied") if name in UNFIXED
-             else ("absent", "-") if name in absent_at("2.13.0") else ("not-needed", "-")
-             for name in BACKEND_FIXES}
+#: What audit says of each backend fix on a published wheel (both have the same fixes' code):
+#: upstream's fixes, except the defects no published state has fixed, which are repaired or guarded.
+PUBLISHED = {f.name: ("needed", f.present_state.value) if f.name in UNFIXED
+             else ("absent", "-") if f.name in absent_at("2.13.0") else ("not-needed", "-")
+             for f in BACKEND}
 
 
 def columns(report: dict, leave_out=()) -> dict[str, tuple[str, str]]:

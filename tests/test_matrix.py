@@ -22,7 +22,8 @@ from tests.conftest import backend_targets, cli, run_program, run_python, wheel_
 INSTALLED = os.environ.get("NPU_FIXES_MATRIX_ROW")
 
 BACKEND = [f for f in all_fixes() if f.module.startswith("torch_npu.")]
-GUARDS = {f.name for f in BACKEND if not f.repairable}
+#: The guards whose defect only an upgrade removes: ``npu-fixes audit`` exits 3 where one is needed.
+UPGRADE_GUARDS = {f.name for f in BACKEND if f.present_state.value == "upgrade-needed"}
 
 
 @dataclass(frozen=True)
@@ -83,14 +84,15 @@ def test_audit_of_the_installed_torch_npu(row):
     needed = expected_needed(row)
     if needed is None:  # unknown defects: each is not needed, applied, or guarded
         assert set(columns.values()) <= {("not-needed", "-"), ("needed", "applied"),
-                                         ("needed", "upgrade-needed"), ("absent", "-")}, columns
+                                         ("needed", "upgrade-needed"), ("needed", "guarded"),
+                                         ("absent", "-")}, columns
         needed = frozenset(n for n, (before, _) in columns.items() if before == "needed")
         absent = frozenset(n for n, (before, _) in columns.items() if before == "absent")
     else:
         absent = expected_absent(row)
     assert columns == {f.name: ("absent", "-") if f.name in absent else ("not-needed", "-") if f.name not in needed
-                       else ("needed", "upgrade-needed" if f.name in GUARDS else "applied") for f in BACKEND}
-    assert proc.returncode == (3 if needed & GUARDS else 0), proc.stderr
+                       else ("needed", f.present_state.value) for f in BACKEND}
+    assert proc.returncode == (3 if needed & UPGRADE_GUARDS else 0), proc.stderr
 
 
 def test_installed_backend_is_repaired_exactly_where_needed(row):
@@ -103,9 +105,9 @@ def test_installed_backend_is_repaired_exactly_where_needed(row):
         return
     needed, absent = expected_needed(row), expected_absent(row)
     if needed is None:
-        needed = frozenset(n for n, s in res["states"].items() if s in ("applied", "upgrade-needed"))
+        needed = frozenset(n for n, s in res["states"].items() if s in ("applied", "upgrade-needed", "guarded"))
         absent = frozenset(n for n, s in res["states"].items() if s == "absent")
-        assert set(res["states"].values()) <= {"applied", "not-needed", "upgrade-needed", "absent"}, res
+        assert set(res["states"].values()) <= {"applied", "not-needed", "upgrade-needed", "guarded", "absent"}, res
     assert res["states"] == {f.name: genuine_states.expected_state(f.name, needed, absent) for f in BACKEND}
     assert res["same"] == genuine_states.untouched(needed)
 

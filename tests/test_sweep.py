@@ -86,15 +86,17 @@ def test_a_bfloat16_pass_judged_against_float64_still_runs_in_reverse_order(monk
     assert record["outcome"] == "wrong" and record["detail"].startswith("programs in reverse order")
 
 
-def test_an_int64_input_past_int32_is_named_and_nothing_else_is():
+def test_a_zero_dim_int64_input_past_int32_read_by_value_is_named_and_nothing_else_is():
     def sample(*args, **kwargs):
         return SimpleNamespace(args=args, kwargs=kwargs)
 
-    past = torch.tensor([0, 2 ** 31])
-    assert sweep._int64_past_int32(sample(torch.tensor(1), index=past))
-    assert sweep._int64_past_int32(sample(torch.tensor(-(2 ** 31) - 1)))
-    assert not sweep._int64_past_int32(sample(torch.tensor([-(2 ** 31), 2 ** 31 - 1]), torch.empty(0, dtype=torch.int64)))
-    assert not sweep._int64_past_int32(sample(past.double(), 2 ** 40))  # not int64 tensors
+    by_value, by_pointer = ["    tmp0 = in_ptr0\n"], ["    tmp0 = tl.load(in_ptr0 + (x0), xmask)\n"]
+    for past in (torch.tensor(2 ** 31), torch.tensor(-(2 ** 31) - 1), torch.tensor(2 ** 63 - 2)):
+        assert sweep._by_value(sample(torch.ones(3), index=past), by_value, past_int32=True)
+        assert not sweep._by_value(sample(past), by_pointer, past_int32=True)
+    for within in (torch.tensor(2 ** 31 - 1), torch.tensor([2 ** 40]), torch.tensor(2.0 ** 40)):
+        assert not sweep._by_value(sample(within), by_value, past_int32=True)
+    assert sweep._by_value(sample(torch.tensor(2 ** 31 - 1)), by_value)  # any 0-dim input, without past_int32
 
 
 def test_reverse_order_reverses_the_programs():
@@ -320,8 +322,9 @@ TRIAGED = {
     "opinfo:index_reduce:mean:float32:bwd:static:2": ("run-time-error", "index-put-onto-itself"),
     # a 0-dim input read by value (`tmp3 = in_ptr1`), then `block & (scalar <= c)`: the interpreter's
     "opinfo:special.xlog1py:-:float32:bwd:static:3": ("harness-limit", "zero-dim-tensor"),
-    # an int64 input past int32, cut by the backend's kernel boundary by design: explained, not guarded
-    "opinfo:unravel_index:-:int64:fwd:static:4": ("wrong", "int64-past-int32"),
+    # a 0-dim int64 input past int32 read by value: on a device it crosses the int32 boundary,
+    # where the guard int64-past-int32 stops the launch
+    "opinfo:unravel_index:-:int64:fwd:static:4": ("harness-limit", "zero-dim-tensor"),
     # int64-constant-range
     "opinfo:masked.amax:-:int64:fwd:static:1": ("pass", None),
     # dualview-fold-definition: NameError r0_2 without it
@@ -350,4 +353,5 @@ def test_each_triaged_sample_gets_its_verdict(triaged, sample):
 def test_the_triaged_samples_as_built(triaged):
     built = {i: r["built"]["outcome"] for i, r in triaged["records"].items()}
     assert built["opinfo:masked.amax:-:int64:fwd:static:1"] == "wrong"  # the constant cut to 32 bits
+    assert built["opinfo:unravel_index:-:int64:fwd:static:4"] == "wrong"  # the input cut to 32 bits
     assert built["opinfo:native_dropout_backward:-:float32:fwd:static:1"] == "harness-limit"

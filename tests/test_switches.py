@@ -55,7 +55,7 @@ def test_master_on_words(value):
 
 @pytest.mark.parametrize("name, value, default", [
     ("NPU_FIXES", "maybe", True), ("NPU_FIXES", "00", True),
-    ("NPU_FIXES_CHECK_DOWNCAST", "2", False), ("NPU_FIXES_CE_FORCE_TRITON", "triton", None),
+    ("NPU_FIXES_CE_CHECK", "2", False), ("NPU_FIXES_CE_FORCE_TRITON", "triton", None),
 ])
 def test_other_values_warn_once_and_keep_the_default(caplog, name, value, default):
     with caplog.at_level(logging.WARNING, logger="npu_fixes"):
@@ -84,20 +84,20 @@ def test_switching_off_at_run_time_keeps_status_truthful(genuine):
     """At f8802037a: NPU_FIXES=0 set after the repairs went in removes none of them (the
     switches act on what is decided next; undo() removes the repairs), so status() says
     ``applied`` while they are there, ``upgrade-needed`` while a guard is in force
-    (nonlinearize-grid and int32-address-wrap there), and ``disabled`` for the rest;
-    NPU_FIXES=1 and apply() keep the repairs without probing our own wrappers and decide the rest afresh; undo()
+    (nonlinearize-grid and int32-address-wrap there), ``guarded`` for the guard of a defect no
+    torch_npu fixes (int64-past-int32), and ``disabled`` for the rest; NPU_FIXES=1 and apply()
+    keep the repairs without probing our own wrappers and decide the rest afresh; undo()
     leaves ``undone`` with the defect back."""
     res = run_program("switches", "switched_at_run_time", location=genuine("f8802037a"))
     applied = res["applied"]
     assert applied, res["import"]
     assert res["defective_at_import"] == dict.fromkeys(applied, False)
-    guarded = {n for n, state in res["import"].items() if state == "upgrade-needed"}
-    assert guarded == {f.name for f in all_fixes() if not f.repairable and f.name in needed_at("f8802037a")}
-    assert guarded == {"nonlinearize-grid", "int32-address-wrap"}, res["import"]
-    in_force = {f.name for f in all_fixes() if f.name in guarded and f.install}
-    assert in_force == guarded
-    assert res["switched_off"] == {n: "applied" if n in applied else "upgrade-needed" if n in in_force
-                                   else "disabled" for n in res["import"]}
+    guards = {n: state for n, state in res["import"].items() if state in ("upgrade-needed", "guarded")}
+    assert set(guards) == {f.name for f in all_fixes() if not f.repairable and f.name in needed_at("f8802037a")}
+    assert guards == {"nonlinearize-grid": "upgrade-needed", "int32-address-wrap": "upgrade-needed",
+                      "int64-past-int32": "guarded"}, res["import"]
+    assert all({f.name: f for f in all_fixes()}[n].install for n in guards)
+    assert res["switched_off"] == {n: "applied" if n in applied else guards.get(n, "disabled") for n in res["import"]}
     assert res["applied_again"] == res["import"]
     assert res["defective_applied_again"] == dict.fromkeys(applied, False)
     assert {n: res["undone"][n] for n in applied} == dict.fromkeys(applied, "undone")

@@ -113,7 +113,7 @@ def defect_present(fix: str, state: str, live: Mapping[str, str]) -> bool | None
         if fix in genuine_states.FIVE:
             return fix in genuine_states.DEFECTS[state]
         return state in genuine_states.BEYOND[fix]
-    return {"applied": True, "upgrade-needed": True, "not-needed": False}.get(live.get(fix, ""))
+    return {"applied": True, "upgrade-needed": True, "guarded": True, "not-needed": False}.get(live.get(fix, ""))
 
 
 def expect(test: str, state: str, registered: Collection[str], has_helper: Callable[[str, str], bool],
@@ -138,7 +138,7 @@ def expect(test: str, state: str, registered: Collection[str], has_helper: Calla
     if fix not in registered:
         why = f" ({UNLISTED[fix][1]})" if fix in UNLISTED else ""
         return Expectation("xfail", f"{fix}: defect present at {state} and no npu_fixes fix of that name{why}")
-    if live.get(fix) == "upgrade-needed":
+    if live.get(fix) in ("upgrade-needed", "guarded"):
         return Expectation("xfail", f"{fix}: defect present at {state}; npu_fixes only guards it (no "
                            "run-time repair)")
     if test in HOW_UPSTREAM_FIXED_IT and live.get(fix) == "applied":

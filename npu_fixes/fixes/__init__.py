@@ -1,7 +1,8 @@
 """One module per defect; :data:`MODULES` is the one list of them, in their fixed order:
-the five reported torch_npu backend fixes (downcast-strides just before boundary-downcast: on a
-target they share, the one applied first is the innermost layer, and boundary-downcast's rebuilt
-wrapper replaces the layers below it), the other upstream fixes of the same weeks,
+the five reported torch_npu backend fixes (downcast-strides just before boundary-downcast, the
+guard int64-past-int32 just after it: on a target they share, the one applied first is the
+innermost layer, and boundary-downcast's rebuilt wrapper replaces the layers below it), the other
+upstream fixes of the same weeks,
 the guards for defects only an upgrade removes, the fixes only the published wheels have,
 the fixes of defects no published state has fixed, then the Transformer Engine drop-in.
 
@@ -22,6 +23,7 @@ MODULES = (
     "launch_grid",
     "downcast_strides",
     "boundary_downcast",
+    "int64_past_int32",
     "rng_capture_gate",
     "control_deps_lowering",
     "constant_index_shape",

@@ -22,12 +22,8 @@
   gaps and of broadcast (stride 0) inputs, where upstream's are contiguous. Input-only
   arguments keep the module's memoised cast, except during graph capture, when nothing is
   cached. Launchers without ``_npu_def_args``, with nothing to cast, or called with too
-  few positional arguments behave as upstream's. With ``NPU_FIXES_CHECK_DOWNCAST=1``
-  (read when a launcher is wrapped) a value outside the narrow dtype's range raises
-  :class:`DowncastRangeError` instead of being truncated; the check costs one min/max
-  reduction per cast argument per launch and a host synchronisation to read it. It runs
-  only where this fix is applied: on an install with upstream's fix, upstream's wrapper
-  runs without it, and the probe's detail says so.
+  few positional arguments behave as upstream's. A value past the narrow dtype's range is
+  cut as upstream's wrapper cuts it (the guard int64-past-int32 stops the launch first).
 """
 
 from __future__ import annotations
@@ -36,13 +32,14 @@ import types
 from collections.abc import Callable, Collection, Mapping
 from typing import Any
 
-from ..shim import switches
 from ..shim.catalogue import About
 from ..shim.fix import Fix, Probe
 from ..shim.patcher import Patcher
 from .shared.narrowing import (
     Role,
     boundary_plan,
+    capture_detector,
+    is_capturing,
     is_dense,
     launch_and_write_back,
     narrow_like,
@@ -51,53 +48,6 @@ from .shared.narrowing import (
 )
 
 TARGET = "_wrap_launcher_with_downcast"
-ENV_CHECK = switches.CHECK_DOWNCAST
-
-
-class DowncastRangeError(OverflowError):
-    """A value does not fit the dtype that a kernel argument is narrowed to."""
-
-
-def check_enabled(environ: Mapping[str, str] | None = None) -> bool:
-    """``NPU_FIXES_CHECK_DOWNCAST`` (default off), read when a launcher is wrapped."""
-    return bool(switches.flag(switches.CHECK_DOWNCAST, False, environ))
-
-
-def check_fits(tensor: Any, narrow: Any, name: str, kernel: str) -> None:
-    """Raise DowncastRangeError if a finite value of ``tensor`` is outside ``narrow``'s
-    range (one min/max reduction and a host sync; inf/nan stay representable)."""
-    import torch
-
-    info = torch.finfo(narrow) if narrow.is_floating_point else torch.iinfo(narrow)
-    values = tensor[torch.isfinite(tensor)] if tensor.is_floating_point() else tensor
-    if values.numel() == 0:
-        return
-    low, high = (v.item() for v in torch.aminmax(values))
-    if low < info.min or high > info.max:
-        raise DowncastRangeError(
-            f"{kernel}: argument {name!r} holds values in [{low}, {high}], outside "
-            f"[{info.min}, {info.max}] of {narrow} that the kernel was compiled for; "
-            f"the narrowing would truncate them ({ENV_CHECK}=1)"
-        )
-
-
-def capture_detector() -> Callable[[], bool] | None:
-    """The current-stream capture test of the accelerator in use (NPU, else CUDA), or
-    None when no graph can be captured in this process."""
-    import torch
-
-    npu = getattr(torch, "npu", None)
-    found = getattr(npu, "is_current_stream_capturing", None)
-    if found is None and torch.cuda.is_available():
-        found = torch.cuda.is_current_stream_capturing
-    return found
-
-
-def _capturing(detector: Callable[[], bool]) -> bool:
-    try:
-        return bool(detector())
-    except Exception:  # noqa: BLE001 - no usable capture state means no capture
-        return False
 
 
 def wrap_launcher(
@@ -122,9 +72,7 @@ def wrap_launcher(
     written = [(i, n, wide, narrow, role is Role.IN_OUT) for i, n, wide, narrow, role in plan
                if role is not Role.INPUT]
     inputs = [(i, n, wide, narrow) for i, n, wide, narrow, role in plan if role is Role.INPUT]
-    checking = check_enabled()
     detector = capture_detector() if inputs else None
-    kernel = getattr(getattr(launcher, "fn", None), "__name__", None) or "triton kernel"
     Tensor = torch.Tensor
 
     def narrowing_launcher(*args: Any, stream: Any = None, **kwargs: Any) -> Any:
@@ -132,22 +80,17 @@ def wrap_launcher(
             return launcher(*args, stream=stream, **kwargs)
         new_args: list[Any] | None = None
         writebacks = []
-        for i, name, wide, narrow, keep in written:
+        for i, _, wide, narrow, keep in written:
             a = args[i]
             if isinstance(a, Tensor) and a.dtype == wide:
-                if keep and checking:
-                    check_fits(a, narrow, name, kernel)
                 new_args = new_args or list(args)
                 new_args[i] = tmp = narrow_like(a, narrow, keep_values=keep)
                 writebacks.append((a, tmp))
         if inputs:
-            capturing = detector is not None and _capturing(detector)
-            memo = None if capturing else getattr(module, "_memoized_downcast", None)
-            for i, name, wide, narrow in inputs:
+            memo = None if is_capturing(detector) else getattr(module, "_memoized_downcast", None)
+            for i, _, wide, narrow in inputs:
                 a = args[i]
                 if isinstance(a, Tensor) and a.dtype == wide:
-                    if checking:
-                        check_fits(a, narrow, name, kernel)
                     new_args = new_args or list(args)
                     dense_memo = memo is not None and is_dense(a)
                     new_args[i] = memo(a, narrow) if dense_memo else narrow_like(a, narrow, keep_values=True)
@@ -174,10 +117,7 @@ def probe(module: types.ModuleType) -> Probe:
     after = buffer.tolist()
     if seen != [[474] * 4] or after != [474] * 4:
         return Probe(True, f"in/out int64 [474]*4 reached the kernel as {seen} and left {after}")
-    detail = "in/out int64 [474]*4 reaches the kernel and the buffer unchanged"
-    if check_enabled():
-        detail += f"; {ENV_CHECK} has no effect here: upstream's own wrapper runs, without the check"
-    return Probe(False, detail)
+    return Probe(False, "in/out int64 [474]*4 reaches the kernel and the buffer unchanged")
 
 
 def install(module: types.ModuleType, patcher: Patcher) -> None:

@@ -14,7 +14,7 @@
   places of the codegen). Guard: where the probe finds the defect, ``codegen_kernel``
   raises :class:`Int32AddressWrap` for a kernel whose index dtype should be int64 but is
   not, naming the kernel's element count and the upgrade; every other kernel is generated
-  unchanged. Values of int64 tensors past 2^31 (the catalogue's other half) are not guarded.
+  unchanged. Values of int64 tensors past 2^31 are the guard int64-past-int32's.
 """
 
 from __future__ import annotations

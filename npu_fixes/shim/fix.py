@@ -30,6 +30,7 @@ class State(str, enum.Enum):
     UNDONE = "undone"  # restored by npu_fixes.undo()
     REPLACED = "replaced"  # was applied, but its target has been replaced since: not repaired
     UPGRADE_NEEDED = "upgrade-needed"  # probe found a defect no run-time repair can fix; guard on
+    GUARDED = "guarded"  # probe found a defect no run-time repair and no torch_npu fixes; guard on
 
 
 @dataclasses.dataclass(frozen=True)
@@ -56,7 +57,8 @@ class Fix:
     unlike targets, they need not exist). A *guard* (``repairable=False``) stands for a
     defect that no run-time repair can fix: where its probe finds the defect, its
     ``install`` (if any) only makes the symptom a clear error, and the state is
-    ``upgrade-needed`` with the probe's detail (upstream commit, workaround). ``about`` is
+    ``upgrade-needed`` with the probe's detail (upstream commit, workaround), or ``guarded``
+    where the guard is installed and no torch_npu fixes the defect (:attr:`present_state`). ``about`` is
     the fix's catalogue entry (symptom, states, upstream fix, workaround); ``old_names``,
     names it had before, still taken by ``NPU_FIXES_DISABLE``.
     """
@@ -81,6 +83,17 @@ class Fix:
         if self.repairable:
             return "repair"
         return "guard" if self.install is not None else "report"
+
+    @property
+    def present_state(self) -> State:
+        """The state of this fix where its probe finds the defect."""
+        from .catalogue import NOT_FIXED
+
+        if self.repairable:
+            return State.APPLIED
+        if self.install is not None and self.about.fixed_in == NOT_FIXED:
+            return State.GUARDED
+        return State.UPGRADE_NEEDED
 
     @property
     def patched(self) -> tuple[str, ...]:

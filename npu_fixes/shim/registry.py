@@ -147,7 +147,8 @@ class Registry:
         """Decide and record the state of ``fix`` for the loaded ``module``."""
         with self._lock:
             rec = self.records[fix.name]
-            if rec.state in (State.APPLIED, State.UPGRADE_NEEDED) and self._targets_still_ours(fix, module):
+            in_place = (State.APPLIED, State.UPGRADE_NEEDED, State.GUARDED)
+            if rec.state in in_place and self._targets_still_ours(fix, module):
                 return rec  # our repair (or guard) is in place: never probe our own wrapper
             # What is left of an earlier repair (a reload replaced only part of it, e.g. a
             # wrapper on a torch class next to the reloaded module's function) goes first:
@@ -211,6 +212,9 @@ class Registry:
         except Exception as exc:  # noqa: BLE001
             self.patcher.rollback(mark)
             return State.FAILED, f"install raised {type(exc).__name__}: {exc}"
+        if fix.present_state is State.GUARDED:  # the guard is on; no torch_npu has the fix
+            logger.info("guarded %s: %s", fix.name, probe.detail)
+            return State.GUARDED, probe.detail
         if not fix.repairable:  # the guard is on; the defect stays until torch_npu is upgraded
             logger.warning("npu_fixes: %s: %s", fix.name, probe.detail)
             return State.UPGRADE_NEEDED, probe.detail
@@ -240,7 +244,7 @@ class Registry:
             for name, rec in self.records.items():
                 if rec.state is State.APPLIED:
                     rec.state, rec.detail = State.UNDONE, "restored by npu_fixes.undo()"
-                elif rec.state is State.UPGRADE_NEEDED and self.fixes[name].install is not None:
+                elif rec.state in (State.UPGRADE_NEEDED, State.GUARDED) and self.fixes[name].install:
                     rec.detail += " (its guard was removed by npu_fixes.undo())"
             return count
 

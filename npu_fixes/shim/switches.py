@@ -17,7 +17,6 @@ FALSE_WORDS = ("0", "false", "no", "off")
 
 MASTER = "NPU_FIXES"  # default on: everything
 DISABLE = "NPU_FIXES_DISABLE"  # comma-separated fix names, or "all"
-CHECK_DOWNCAST = "NPU_FIXES_CHECK_DOWNCAST"  # default off
 CE_FORCE_TRITON = "NPU_FIXES_CE_FORCE_TRITON"  # unset: the router decides
 
 _warned: set[tuple[str, str]] = set()

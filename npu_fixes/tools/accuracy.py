@@ -372,7 +372,8 @@ def run_interpreted(models: list[str], location: str, iterations: int, seed: int
 
     configure(None)
     codegen = load_interpreted(location, with_fixes)
-    applied = [r.name for r in npu_fixes.status() if r.state.value in ("applied", "upgrade-needed")]
+    in_place = ("applied", "upgrade-needed", "guarded")
+    applied = [r.name for r in npu_fixes.status() if r.state.value in in_place]
     for name in models:  # a missing package stops the run before any training
         _build(name, "cpu", seed)
     results = []

@@ -3,7 +3,8 @@
 The code is loaded with :mod:`npu_fixes.tools.host`; each fix's probe runs on the untouched
 code (``needed`` / ``not-needed`` / ``absent`` / ``error``), then the needed fixes are
 installed on the loaded code and probed again (``applied``: the defect is gone; ``failed``);
-a defect no run-time repair can fix is ``upgrade-needed`` (its guard, if any, installed).
+a defect no run-time repair can fix is ``upgrade-needed`` (its guard, if any, installed), or
+``guarded`` where its guard is installed and no torch_npu fixes it.
 After the probe, the words are ``npu-fixes status``' (:class:`~npu_fixes.shim.fix.State`).
 Whatever the audited code raises while it is loaded, probed or repaired (``SystemExit``
 included, ``KeyboardInterrupt`` excepted) is reported, never raised, and so is a call of
@@ -101,7 +102,7 @@ def _after(fix: Fix, loaded: host.HostLoad, patcher: Patcher) -> tuple[str, str]
             with patcher.scope(fix.name):
                 fix.install(module, patcher)
         if not fix.repairable:
-            return UPGRADE_NEEDED, ""
+            return fix.present_state.value, ""
         probe = fix.probe(module)
     except KeyboardInterrupt:
         raise

@@ -19,8 +19,6 @@ KINDS = ("defect", "pytorch", "harness")
 #: What the sweep adds to the detail of a wrong bfloat16 sample that equals eager once
 #: Inductor rounds each bfloat16 step as eager does.
 EQUAL_WITH_PRECISION_CASTS = "equals eager with torch._inductor.config.emulate_precision_casts = True"
-#: What the sweep adds to the detail of a wrong sample with an int64 input past int32.
-INT64_PAST_INT32 = "an int64 input holds a value int32 cannot hold"
 
 
 @dataclasses.dataclass(frozen=True)
@@ -42,19 +40,6 @@ class FailureClass:
 
 
 CLASSES: tuple[FailureClass, ...] = (
-    FailureClass(
-        "int64-past-int32",
-        "defect",
-        "wrong",
-        re.escape(INT64_PAST_INT32) + "$",
-        "",
-        "the backend's design: it computes int64 as int32, its launcher casting every int64 tensor to "
-        "int32 at the kernel boundary, so a value past int32 is cut before any kernel sees it (seen: "
-        "unravel_index of 9223372036854775806 in a size of 9223372036854775807). Not repaired (this "
-        "backend's kernels have no int64 arithmetic) and not guarded: seeing such values at run time "
-        "takes a device synchronisation at each launch. Workaround: keep int64 data past int32 "
-        "(hashes, large counts, int64 extremes as values) out of compiled regions",
-    ),
     FailureClass(
         "inductor-bfloat16-upcast",
         "pytorch",

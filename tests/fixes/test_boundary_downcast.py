@@ -1,12 +1,11 @@
 """boundary-downcast: the roles, the fixed wheels left alone, the pre-fix wrapper repaired,
-the opt-in range check and graph-capture behaviour."""
+and graph-capture behaviour."""
 
 from __future__ import annotations
 
 import pytest
 import torch
 
-from npu_fixes.fixes.boundary_downcast import DowncastRangeError, check_enabled, check_fits
 from npu_fixes.fixes.shared.narrowing import Role, boundary_role, is_dense, narrow_like
 from tests.conftest import FIXED_UPSTREAM, run_program, wheel_install
 from tests.genuine_states import DEFECTS, PRE_FIX, REFERENCE, sharing_the_target
@@ -23,7 +22,7 @@ OFF = {"NPU_FIXES": "0", "NPU_FIXES_DISABLE": sharing_the_target(FIX)}
 @pytest.fixture(scope="module")
 def prefix_runs(prefix_copy):
     return run_program("boundary_downcast", "battery_runs", env=OFF, location=prefix_copy("boundary-downcast"),
-                       after=True, range_check=True)
+                       after=True, undo=True)
 
 
 @pytest.fixture(scope="module")
@@ -78,31 +77,6 @@ def test_roles():
     for name in ("in_ptr0", "ws_ptr", "xnumel"):
         assert boundary_role(name, ()) is Role.INPUT
         assert boundary_role(name, [name]) is Role.IN_OUT
-
-
-def test_check_switch_values():
-    assert check_enabled({"NPU_FIXES_CHECK_DOWNCAST": "1"})
-    assert check_enabled({"NPU_FIXES_CHECK_DOWNCAST": " True "})
-    for value in ("", "0", "off", "no"):
-        assert not check_enabled({"NPU_FIXES_CHECK_DOWNCAST": value})
-    assert not check_enabled({})
-
-
-@pytest.mark.parametrize(
-    "wide, narrow", [(torch.int64, torch.int32), (torch.float64, torch.float32)]
-)
-def test_range_check_sweep(wide, narrow):
-    info = torch.finfo(narrow) if narrow.is_floating_point else torch.iinfo(narrow)
-    limits = (float(info.min), float(info.max)) if narrow.is_floating_point else (info.min, info.max)
-    for low, high in [limits, (0, 0), (-5, 5), (limits[0], 0), (0, limits[1])]:
-        check_fits(torch.tensor([low, high], dtype=wide), narrow, "in_ptr0", "k")
-    for bad in ([limits[1] * 2], [limits[0] * 2, 0]) if narrow.is_floating_point else (
-        [limits[1] + 1], [limits[0] - 1, 0], [2**40]
-    ):
-        with pytest.raises(DowncastRangeError, match=r"'in_out_ptr0'.*outside") as exc:
-            check_fits(torch.tensor(bad, dtype=wide), narrow, "in_out_ptr0", "k")
-        assert isinstance(exc.value, OverflowError)
-        assert str(limits[1]) in str(exc.value)
 
 
 # -- real upstream code ----------------------------------------------------------------------
@@ -211,19 +185,6 @@ def test_listed_differences_are_what_they_say(genuine_runs):
             assert {k for k in ours[case] if ours[case][k] != upstream[case][k]} <= {"seen", "memo", "reused"}
 
 
-def test_range_check_is_opt_in_and_names_the_argument(prefix_runs):
-    r = prefix_runs["range"]
-    assert r["unchecked"] == "ok"  # read when wrapped: turning it on later changes nothing
-    assert r["in_range"] == "ok" and r["empty"] == "ok" and r["float_inf_nan"] == "ok"
-    for case, name, found in [("input_too_big", "in_ptr0", "2147483648"),
-                              ("in_out_too_small", "in_out_ptr0", "-2147483649"),
-                              ("float_too_big", "in_out_ptr0", "1e+39")]:
-        is_overflow, message = r[case]
-        assert is_overflow is True
-        assert f"'{name}'" in message and found in message and "outside" in message, message
-    assert "2147483647" in r["input_too_big"][1]
-
-
 def test_narrow_like_keeps_the_compiled_strides():
     base = torch.arange(4 * 6, dtype=torch.int64).view(4, 6)
     broadcast = torch.tensor([[1], [2], [3]]).expand(3, 4)  # strides (1, 0): overlapping elements
@@ -235,10 +196,3 @@ def test_narrow_like_keeps_the_compiled_strides():
             assert twin.dtype == torch.int32 and twin.shape == view.shape and twin.stride() == view.stride()
             if keep:
                 assert torch.equal(twin.long(), view)
-
-
-def test_check_switch_on_a_fixed_install_says_it_does_nothing():
-    res = run_program("boundary_downcast", "check_switch_status", env={"NPU_FIXES_CHECK_DOWNCAST": "1"},
-                      location=wheel_install("2.13.0"))
-    assert res["state"] == "not-needed"
-    assert "NPU_FIXES_CHECK_DOWNCAST has no effect here: upstream's own wrapper runs" in res["detail"]

@@ -6,8 +6,8 @@ a. launch-grid: the final-loss kernel's shape (in-place read-modify-write of
    ``--launches`` times each: how often is the result not what one program computes?
 b. boundary-downcast: a real Triton kernel compiled for ``*i32`` that reads an in/out
    buffer and then masked-writes it (fastNLP's pattern), called through ``wrap_launcher``
-   with int64 tensors: in/out contents, pure outputs, non-contiguous arguments, and the
-   ``NPU_FIXES_CHECK_DOWNCAST=1`` overflow check.
+   with int64 tensors: in/out contents, pure outputs, non-contiguous arguments; and the guard
+   int64-past-int32 layered on it (a value past int32 stops the launch).
 c. rng-capture-gate: ``torch.compile(mode="reduce-overhead")`` of a DeBERTa-like block whose
    dropout calls ``bernoulli_`` (``fallback_random=True``), with ``gate_table`` applied to
    stock Inductor's lowering table: is the graph captured, and do losses, dropout masks and
@@ -33,15 +33,16 @@ import sys
 from collections.abc import Callable, Iterator
 from pathlib import Path
 from types import SimpleNamespace
-from unittest import mock
 
 import torch
 import triton
 import triton.language as tl
 
-from npu_fixes.fixes.boundary_downcast import ENV_CHECK, DowncastRangeError, wrap_launcher
+from npu_fixes.fixes.boundary_downcast import wrap_launcher
+from npu_fixes.fixes.int64_past_int32 import Int64PastInt32, checked_arguments, checking
 from npu_fixes.fixes.launch_grid import clamped_programs, clamps_grid
 from npu_fixes.fixes.rng_capture_gate import bernoulli_ops, gate_table
+from npu_fixes.fixes.shared.narrowing import boundary_plan
 
 
 @dataclasses.dataclass
@@ -304,15 +305,19 @@ def gapped_row(device: str) -> Row:
 
 
 def overflow_row(device: str) -> Row:
-    """With the check on (read when the launcher is wrapped) 2**31 in in/out must raise."""
+    """The guard int64-past-int32 over ``wrap_launcher``: 2**31 in an input must stop the launch."""
     io, in0, cond = _inputs(device, (4, 96), seed=4)
-    io[1, 7] = 2**31
-    with mock.patch.dict(os.environ, {ENV_CHECK: "1"}):
-        try:
-            downcast_call(io, in0, cond)
-        except DowncastRangeError as err:
-            return Row(f"{ENV_CHECK}=1, in/out holds 2**31", f"raised: {err}", str(2**31) in str(err))
-    return Row(f"{ENV_CHECK}=1, in/out holds 2**31", "no error: the value was truncated", False)
+    in0[1, 7] = 2**31
+    launcher = compiled_launcher(io, in0)
+    plan = boundary_plan(DOWNCAST_MODULE._DTYPE_DOWNCAST_MAP, launcher._npu_def_args, DOWNCAST_ARGS, MUTATED)
+    launch = checking(wrap_launcher(DOWNCAST_MODULE, launcher, DOWNCAST_ARGS, MUTATED), launcher._npu_def_args,
+                      checked_arguments(plan), "downcast kernel")
+    label = "int64-past-int32 guard, an input holds 2**31"
+    try:
+        launch(io, in0, cond, torch.empty_like(io), io.numel())
+    except Int64PastInt32 as err:
+        return Row(label, f"raised: {err}", str(2**31) in str(err) and "'in_ptr0'" in str(err))
+    return Row(label, "no error: the value was cut", False)
 
 
 DOWNCAST_CHECKS = (in_out_row, pure_output_row, transposed_row, gapped_row, overflow_row)

@@ -188,43 +188,10 @@ def battery(m) -> dict:
     return r
 
 
-def range_checks(m, fix) -> dict:
-    """After npu_fixes applies on the pre-fix copy: the range check is read at wrap time."""
-    import torch
-
-    def range_case(wrapped, *args):
-        try:
-            wrapped(*args, stream=None)
-            return "ok"
-        except fix.DowncastRangeError as exc:
-            return [isinstance(exc, OverflowError), str(exc)]
-
-    def wrap_in(dtype="*i64"):
-        launcher, _ = recording(["in_ptr0", "in_out_ptr0", "xnumel"])
-        return m._wrap_launcher_with_downcast(launcher, {"in_ptr0": dtype, "in_out_ptr0": dtype}, [])
-
-    unchecked = wrap_in()
-    os.environ["NPU_FIXES_CHECK_DOWNCAST"] = "1"
-    checked, checked_f = wrap_in(), wrap_in("*fp64")
-    del os.environ["NPU_FIXES_CHECK_DOWNCAST"]
-    big, ok = t([1, 2**31]), t([0, 2])
-    return {
-        "unchecked": range_case(unchecked, big, ok, 2),
-        "in_range": range_case(checked, t([-2**31, 2**31 - 1]), ok, 2),
-        "input_too_big": range_case(checked, big, ok, 2),
-        "in_out_too_small": range_case(checked, ok, t([-2**31 - 1, 0]), 2),
-        "empty": range_case(checked, t([]), t([]), 0),
-        "float_inf_nan": range_case(checked_f, t([float("inf"), float("nan")], torch.float64),
-                                    t([1.0, -1e38], torch.float64), 2),
-        "float_too_big": range_case(checked_f, t([1.0, 0.5], torch.float64), t([1e39, 0.0], torch.float64), 2),
-    }
-
-
-def battery_runs(location: str, after: bool = False, range_check: bool = False) -> dict:
+def battery_runs(location: str, after: bool = False, undo: bool = False) -> dict:
     """Loaded with NPU_FIXES=0 (the target untouched): the probe and the battery, then
     npu_fixes armed and applied (state, identity, probe); with ``after``, the battery
-    again; with ``range_check``, the range checks, then undo and whether the original is
-    back."""
+    again; with ``undo``, then undo and whether the original is back."""
     m = host_load(location).modules["npu_triton_heuristics"]
     from npu_fixes.fixes import boundary_downcast as fix
 
@@ -241,20 +208,10 @@ def battery_runs(location: str, after: bool = False, range_check: bool = False) 
     result["probe_after"] = fix.probe(m).defective
     if after:
         result["battery_after"] = battery(m)
-    if range_check:
-        result["range"] = range_checks(m, fix)
+    if undo:
         result["undo"] = npu_fixes.undo()
         result["restored"] = m._wrap_launcher_with_downcast is original
     return result
-
-
-def check_switch_status(location: str) -> dict:
-    """boundary-downcast's state and detail, npu_fixes imported right after the host load."""
-    host_load(location)
-    import npu_fixes
-
-    rec = {r.name: r for r in npu_fixes.status()}["boundary-downcast"]
-    return {"state": rec.state.value, "detail": rec.detail}
 
 
 if __name__ == "__main__":

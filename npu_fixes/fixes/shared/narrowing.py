@@ -108,6 +108,27 @@ def write_back(original: Any, tmp: Any) -> None:
     wide[positions] = tmp.as_strided((span,), (1,), tmp.storage_offset())[positions].to(original.dtype)
 
 
+def capture_detector() -> Callable[[], bool] | None:
+    """The current-stream capture test of the accelerator in use (NPU, else CUDA), or None
+    when no graph can be captured in this process."""
+    import torch
+
+    found = getattr(getattr(torch, "npu", None), "is_current_stream_capturing", None)
+    if found is None and torch.cuda.is_available():
+        found = torch.cuda.is_current_stream_capturing
+    return found
+
+
+def is_capturing(detector: Callable[[], bool] | None) -> bool:
+    """Whether ``detector`` (a :func:`capture_detector`) says a graph is being captured now."""
+    if detector is None:
+        return False
+    try:
+        return bool(detector())
+    except Exception:  # noqa: BLE001 - no usable capture state means no capture
+        return False
+
+
 def with_launcher_attrs(wrapper: Callable[..., Any], launcher: Callable[..., Any]) -> Callable[..., Any]:
     """``wrapper`` given the attributes of ``launcher`` that the backend's wrapper copies."""
     for attr in COPIED_ATTRS:
