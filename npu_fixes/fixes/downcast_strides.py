@@ -39,6 +39,7 @@ from .shared.narrowing import (
     boundary_plan,
     is_dense,
     launch_and_write_back,
+    layer_launchers,
     narrow_like,
     probe_wrapper,
     with_launcher_attrs,
@@ -100,17 +101,11 @@ def probe(module: types.ModuleType) -> Probe:
 
 
 def install(module: types.ModuleType, patcher: Patcher) -> None:
-    def restrided(wrapped: Callable[..., Any], instance: Any, args: tuple, kwargs: dict) -> Any:
-        def bind(launcher: Any, downcast_args: Mapping[str, str], mutated_arg_names: Collection[str]) -> Any:
-            narrowing = wrapped(launcher, downcast_args, mutated_arg_names)
-            def_args = getattr(launcher, "_npu_def_args", None)
-            if narrowing is launcher or not def_args:
-                return narrowing
-            return keep_strides(module, narrowing, def_args, downcast_args, mutated_arg_names)
+    def restrided(narrowing: Any, launcher: Any, def_args: Collection[str], downcast_args: Mapping[str, str],
+                  mutated_arg_names: Collection[str]) -> Any:
+        return keep_strides(module, narrowing, def_args, downcast_args, mutated_arg_names)
 
-        return bind(*args, **kwargs)
-
-    patcher.wrap_path(module, TARGET, restrided)
+    layer_launchers(module, patcher, TARGET, restrided)
 
 
 FIX = Fix(

@@ -35,6 +35,7 @@ from .shared.narrowing import (
     boundary_plan,
     capture_detector,
     is_capturing,
+    layer_launchers,
     probe_wrapper,
     with_launcher_attrs,
 )
@@ -117,22 +118,16 @@ def probe(module: types.ModuleType) -> Probe:
 
 
 def install(module: types.ModuleType, patcher: Patcher) -> None:
-    def guard(wrapped: Callable[..., Any], instance: Any, args: tuple, kwargs: dict) -> Any:
-        def bind(launcher: Any, downcast_args: Mapping[str, str], mutated_arg_names: Collection[str]) -> Any:
-            narrowing = wrapped(launcher, downcast_args, mutated_arg_names)
-            def_args = getattr(launcher, "_npu_def_args", None)
-            if narrowing is launcher or not def_args:
-                return narrowing
-            plan = boundary_plan(module._DTYPE_DOWNCAST_MAP, def_args, downcast_args, mutated_arg_names)
-            positions = checked_arguments(plan)
-            if not positions:
-                return narrowing
-            kernel = getattr(getattr(launcher, "fn", None), "__name__", None) or "triton kernel"
-            return checking(narrowing, def_args, positions, kernel)
+    def guard(narrowing: Any, launcher: Any, def_args: Collection[str], downcast_args: Mapping[str, str],
+              mutated_arg_names: Collection[str]) -> Any:
+        plan = boundary_plan(module._DTYPE_DOWNCAST_MAP, def_args, downcast_args, mutated_arg_names)
+        positions = checked_arguments(plan)
+        if not positions:
+            return narrowing
+        kernel = getattr(getattr(launcher, "fn", None), "__name__", None) or "triton kernel"
+        return checking(narrowing, def_args, positions, kernel)
 
-        return bind(*args, **kwargs)
-
-    patcher.wrap_path(module, TARGET, guard)
+    layer_launchers(module, patcher, TARGET, guard)
 
 
 FIX = Fix(

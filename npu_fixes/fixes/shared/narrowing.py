@@ -137,6 +137,26 @@ def with_launcher_attrs(wrapper: Callable[..., Any], launcher: Callable[..., Any
     return wrapper
 
 
+def layer_launchers(module: Any, patcher: Any, target: str, layer: Callable[..., Any]) -> None:
+    """Wrap the downcast wrapper ``target`` of ``module`` so that each launcher it returns with
+    something to narrow gets ``layer(narrowing, launcher, def_args, downcast_args,
+    mutated_arg_names)`` (``narrowing``: what the wrapper returned for ``launcher``) in its
+    place; a launcher the wrapper leaves as it is, or one without ``_npu_def_args``, is
+    returned unchanged."""
+
+    def layered(wrapped: Callable[..., Any], instance: Any, args: tuple, kwargs: dict) -> Any:
+        def bind(launcher: Any, downcast_args: Mapping[str, str], mutated_arg_names: Collection[str]) -> Any:
+            narrowing = wrapped(launcher, downcast_args, mutated_arg_names)
+            def_args = getattr(launcher, "_npu_def_args", None)
+            if narrowing is launcher or not def_args:
+                return narrowing
+            return layer(narrowing, launcher, def_args, downcast_args, mutated_arg_names)
+
+        return bind(*args, **kwargs)
+
+    patcher.wrap_path(module, target, layered)
+
+
 def probe_wrapper(module: Any, target: str) -> Callable[..., Any]:
     """A private copy of the live downcast wrapper ``target`` of ``module`` (its wrappers
     kept) with a plain cast in place of the module's memoised one: a probe touches no
