@@ -4,7 +4,7 @@ and the guard's layer on a recording launcher."""
 
 from __future__ import annotations
 
-from tests.programs import against_eager, interpreted, interpreted_with_npu_fixes, main
+from tests.programs import against_eager, host_load, interpreted, interpreted_with_npu_fixes, main
 
 NAME = "int64-past-int32"
 PAST = [2**40, 3, -(2**35)]
@@ -67,7 +67,7 @@ def layer(location: str) -> dict:
 
     import torch
 
-    m = host_load_module(location)
+    m = host_load(location).modules["npu_triton_heuristics"]
     del os.environ["NPU_FIXES"]
     import npu_fixes
 
@@ -103,12 +103,6 @@ def layer(location: str) -> dict:
     capturing(*[torch.tensor([2**31])] * 4, 1, stream=None)
     out["capturing"] = seen[0][:4]
     return out
-
-
-def host_load_module(location: str):
-    from tests.programs import host_load
-
-    return host_load(location).modules["npu_triton_heuristics"]
 
 
 if __name__ == "__main__":
