@@ -5,16 +5,21 @@ harness limit or are skipped, as built or with npu_fixes) and a README with the 
 outcome as built and with npu_fixes, rewritten after each state. ``nox -s sweep`` runs it;
 extra arguments go to ``npu-fixes sweep`` (e.g. ``--per-op 1`` for a shorter run). Each
 state's finished samples go to a journal (``journals/<state>.jsonl`` in the results folder):
-run again at the same commit on the same machine, it goes on with the folder it finds and runs
-only what its journals lack (journals are for resuming, not for the repository:
-``.gitignore`` leaves them out).
+run again at the same commit, it goes on with the folder it finds (or the one ``--results``
+names) and runs only what its journals lack; a journal made with other sources of the backend,
+npu_fixes, torch or Triton is refused. The ``.jsonl`` files stay out of the repository
+(``.gitignore``); their gzipped copies (``<state>.jsonl.gz``, written after each state, or by
+``--pack`` for a run stopped part way) go into it, and a later run, on another machine too,
+starts a missing journal from its copy.
 
-Usage: python scripts/sweep_states.py NAME=PATH ... [-- sweep arguments]
+Usage: python scripts/sweep_states.py [--results DIR] NAME=PATH ... [-- sweep arguments]
+       python scripts/sweep_states.py --pack DIR
 """
 
 from __future__ import annotations
 
 import datetime
+import gzip
 import json
 import os
 import subprocess
@@ -58,10 +63,40 @@ def readme(rows: list[tuple[str, dict, float, int]], extra: list[str], today: st
     return "\n".join(lines) + "\n"
 
 
+def pack(journal: Path) -> None:
+    """``journal`` gzipped beside it (``<state>.jsonl.gz``), for the repository."""
+    with journal.open("rb") as f, gzip.open(journal.with_name(journal.name + ".gz"), "wb") as out:
+        out.write(f.read())
+
+
+def unpack(journal: Path) -> None:
+    """A missing ``journal`` started from its gzipped copy, where there is one."""
+    packed = journal.with_name(journal.name + ".gz")
+    if not journal.exists() and packed.exists():
+        with gzip.open(packed, "rb") as f:
+            journal.write_bytes(f.read())
+
+
 def main(argv: list[str]) -> int:
+    usage = "\n".join(__doc__.strip().splitlines()[-2:])
+    if argv[:1] == ["--pack"]:
+        journals = sorted(Path(argv[1]).glob("journals/*.jsonl")) if len(argv) == 2 else []
+        if not journals:
+            print(f"no journals/*.jsonl in {argv[1:]}\n{usage}", file=sys.stderr)
+            return 2
+        for journal in journals:
+            pack(journal)
+            print(f"packed: {journal}.gz")
+        return 0
+    into = None
+    if argv[:1] == ["--results"]:
+        if len(argv) < 2 or not Path(argv[1]).is_dir():
+            print(f"--results names no folder: {argv[1:2]}\n{usage}", file=sys.stderr)
+            return 2
+        into, argv = Path(argv[1]), argv[2:]
     split = argv.index("--") if "--" in argv else len(argv)
     if not argv[:split] or not all("=" in a for a in argv[:split]):
-        print(__doc__.strip().splitlines()[-1], file=sys.stderr)
+        print(usage, file=sys.stderr)
         return 2
     states = dict(a.split("=", 1) for a in argv[:split])
     extra = argv[split + 1 :]
@@ -74,11 +109,13 @@ def main(argv: list[str]) -> int:
     today = datetime.date.today().isoformat()
     results = REPO / "benchmarks" / "results"
     started = sorted(results.glob(f"*_{commit}_cpu-{os.cpu_count()}core_sweep"))  # a run to go on with
-    out = started[-1] if started else results / f"{today}_{commit}_cpu-{os.cpu_count()}core_sweep"
+    out = into or (started[-1] if started else results / f"{today}_{commit}_cpu-{os.cpu_count()}core_sweep")
     out.mkdir(parents=True, exist_ok=True)
     rows, failing = [], False
     for name, path in states.items():
         journal = out / "journals" / f"{name}.jsonl"
+        journal.parent.mkdir(parents=True, exist_ok=True)
+        unpack(journal)
         started = time.monotonic()
         proc = subprocess.run(
             [sys.executable, "-m", "npu_fixes", "sweep", "--torch-npu", path, "--json",
@@ -92,6 +129,7 @@ def main(argv: list[str]) -> int:
                 f"{name}: npu-fixes sweep failed ({proc.returncode}): {proc.stderr[-2000:]}", file=sys.stderr
             )
             return 2
+        pack(journal)
         report = json.loads(proc.stdout)
         report["records"] = {i: r for i, r in report["records"].items()  # the journal has the rest
                              if {c["outcome"] for c in r.values()} - {"pass", "no-kernel"}}
