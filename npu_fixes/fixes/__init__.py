@@ -71,6 +71,7 @@ MODULES = (
     "dualview_fold_definition",
     "promoted_tile_mask",
     "axis_split_self_reference",
+    "alias_size_args",
     "te_parallel_ce",
 )
 
