@@ -6,6 +6,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
+from npu_fixes.fixes import all_fixes
 from tests.conftest import backend_targets, last_json, run_program
 from tests.genuine_states import FIVE, UNFIXED, absent_at
 
@@ -52,7 +53,8 @@ def test_probe_that_raises_on_real_code(prefix_copy):
     # the copy has the five defects, every later upstream fix of the wheel and the wheel's
     # defects that no published state has fixed
     absent = absent_at("2.13.0")  # the copy's wheel lacks their code
-    assert others == {n: "applied" if n in FIVE or n in UNFIXED else "absent" if n in absent else "not-needed"
+    state = {f.name: f.present_state.value for f in all_fixes()}
+    assert others == {n: state[n] if n in FIVE or n in UNFIXED else "absent" if n in absent else "not-needed"
                       for n in others}
 
 
