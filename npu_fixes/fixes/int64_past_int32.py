@@ -15,7 +15,8 @@
   min/max reduction per such argument and one host synchronisation per launch that has one
   (on an H100, 50 to 90 microseconds a launch: ``benchmarks/int64_guard_cost.py``); launchers
   without int64 inputs are not wrapped. Not checked: arguments the kernel writes
-  (``out_ptr*``, ``in_out_ptr*``, mutated graph inputs), whose contents may be uninitialised
+  (``out_ptr*``, ``in_out_ptr*``, mutated graph inputs, a split sum's ``ws_ptr`` workspace),
+  whose contents may be uninitialised
   (a sum's 0-dim result and its epilogue share an ``in_out_ptr`` that holds whatever its
   allocation held), and launches during graph capture, where a synchronisation is not allowed.
   This guard comes after boundary-downcast in the list, so that it is the outermost layer.
@@ -52,10 +53,11 @@ class Int64PastInt32(OverflowError):
 
 def checked_arguments(plan: list[tuple[int, str, Any, Any, Role]]) -> list[tuple[int, str]]:
     """``(position, name)`` of the int64 arguments of a :func:`boundary_plan` that the kernel
-    only reads (one it writes may hold uninitialised memory)."""
+    only reads, its ``in_ptr*`` (one it writes, a workspace too, may hold uninitialised memory)."""
     import torch
 
-    return [(i, name) for i, name, wide, _, role in plan if wide == torch.int64 and role is Role.INPUT]
+    return [(i, name) for i, name, wide, _, role in plan
+            if wide == torch.int64 and role is Role.INPUT and name.startswith("in_ptr")]
 
 
 def check(kernel: str, named: list[tuple[str, Any]]) -> None:

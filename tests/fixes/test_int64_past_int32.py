@@ -25,7 +25,8 @@ def test_only_int64_arguments_the_kernel_reads_are_checked():
             (1, "in_out_ptr0", torch.int64, torch.int32, Role.IN_OUT),
             (2, "in_ptr1", torch.int64, torch.int32, Role.IN_OUT),  # a mutated graph input
             (3, "out_ptr0", torch.int64, torch.int32, Role.OUTPUT),
-            (4, "in_ptr2", torch.float64, torch.float32, Role.INPUT)]
+            (4, "in_ptr2", torch.float64, torch.float32, Role.INPUT),
+            (5, "ws_ptr", torch.int64, torch.int32, Role.INPUT)]  # a workspace the kernel writes first
     assert fix.checked_arguments(plan) == [(0, "in_ptr0")]
 
 
