@@ -123,6 +123,29 @@ def test_a_sample_dynamo_itself_cannot_compile_is_skipped_with_the_cpp_message()
     }
 
 
+def test_dynamo_alone_is_asked_in_a_process_without_the_loaders_dispatch_changes():
+    # The loaders take Python's kernels off upsample_nearest*d.vec for the whole process: Dynamo
+    # alone fails here as the backend's compile does, but not where no loader ran, so the sample
+    # is the backend's compile error, not a skip.
+    from torch._C import DispatchKey
+
+    ops = [getattr(torch.ops.aten, f"upsample_nearest{n}d").vec for n in (1, 2, 3)]
+    keys = (DispatchKey.Autograd, DispatchKey.CompositeImplicitAutograd)
+    taken = [{key: op.py_kernels.pop(key) for key in keys if key in op.py_kernels} for op in ops]
+    s = sweep.corpus.sample("opinfo:nn.functional.interpolate:nearest:float32:fwd:dynamic:0")
+    try:
+        for op in ops:
+            op._dispatch_cache.clear()
+        assert "SymIntArrayRef" in sweep._dynamo_eager_error(s)  # here, Dynamo alone fails too
+        record = sweep.run_sample(s, [], sweep.ProgramOrder())
+    finally:
+        for op, kernels in zip(ops, taken, strict=True):
+            op.py_kernels.update(kernels)
+            op._dispatch_cache.clear()
+    assert record["outcome"] == "compile-error", record
+    assert "SymIntArrayRef expected to contain only concrete integers" in record["detail"]
+
+
 def test_a_sample_only_the_backend_cannot_compile_is_a_compile_error(monkeypatch):
     import torch._inductor.compile_fx as compile_fx
 

@@ -16,8 +16,8 @@ hold); ``out-of-bounds`` (a kernel read or wrote outside its buffers: silent on 
 ``compile-error``; ``run-time-error``;
 ``harness-limit`` (what Triton's interpreter cannot run or judge, :data:`HARNESS_LIMITS`);
 ``skipped`` (eager itself fails or is not deterministic: no reference; or the compile
-fails with Dynamo's own ``backend="eager"`` too, with the same error: no graph reached the
-backend's compiler).
+fails with Dynamo's own ``backend="eager"`` too, in a process that loads no torch_npu, with the
+same error: no graph reached the backend's compiler).
 """
 
 from __future__ import annotations
@@ -381,10 +381,8 @@ def _off_recompiled(s: corpus.Sample, expected: list[Any], order: ProgramOrder, 
         torch._dynamo.reset()
 
 
-def _error_without_a_backend(s: corpus.Sample) -> str | None:
-    """The error of ``s`` compiled by Dynamo alone (``backend="eager"``), None if it runs:
-    where it is the error the backend's compile met, the backend never got a graph, and
-    nothing of it can be judged."""
+def _dynamo_eager_error(s: corpus.Sample) -> str | None:
+    """The error of ``s`` compiled by Dynamo alone (``backend="eager"``), None if it runs."""
     import torch
 
     torch._dynamo.reset()
@@ -395,6 +393,60 @@ def _error_without_a_backend(s: corpus.Sample) -> str | None:
     finally:
         torch._dynamo.reset()
     return None
+
+
+class WithoutABackend:
+    """:func:`_dynamo_eager_error` asked of a process of its own that loads no torch_npu (kept
+    while this one lives): where it is the error the backend's compile met, the backend never
+    got a graph and nothing of it can be judged. Not asked here, since a loader changes
+    PyTorch's dispatch for the whole process: the loaders take Python's decomposition kernels
+    off ``upsample_nearest*d`` and ``upsample_bilinear2d``, so Dynamo alone fails on their
+    symbolic sizes where it does not without the backend."""
+
+    def __init__(self) -> None:
+        self._process: subprocess.Popen | None = None
+
+    def error(self, s: corpus.Sample) -> str | None:
+        if self._process is None or self._process.poll() is not None:
+            env = dict(os.environ, TORCH_DEVICE_BACKEND_AUTOLOAD="0", NPU_FIXES="0", OMP_NUM_THREADS="1")
+            self._process = subprocess.Popen(
+                [sys.executable, "-m", "npu_fixes.tools.sweep", WITHOUT_A_BACKEND], env=env, text=True,
+                stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL,
+            )
+        assert self._process.stdin is not None and self._process.stdout is not None
+        self._process.stdin.write(s.id + "\n")
+        self._process.stdin.flush()
+        line = self._process.stdout.readline()
+        if not line:
+            raise RuntimeError(f"the process without a backend exited ({self._process.wait()}) on {s.id}")
+        return json.loads(line)["error"]
+
+
+WITHOUT_A_BACKEND = "--without-a-backend"
+_WITHOUT_A_BACKEND = WithoutABackend()
+
+
+def _answer_without_a_backend() -> None:
+    """The other end of :class:`WithoutABackend`: a sample id per line in, its error out."""
+    import logging
+    import warnings
+
+    warnings.filterwarnings("ignore")
+    logging.getLogger("torch").setLevel(logging.CRITICAL)
+    out = _own_stdout()
+    for line in sys.stdin:
+        out.write(json.dumps({"error": _dynamo_eager_error(corpus.sample(line.strip()))}) + "\n")
+        out.flush()
+
+
+def _own_stdout() -> Any:
+    """A stream on this process's standard output; whatever else prints there (compiled or
+    native code, file descriptor 1) goes to stderr from now on."""
+    sys.stdout.flush()
+    out = os.fdopen(os.dup(1), "w")
+    os.dup2(2, 1)
+    sys.stdout = sys.stderr
+    return out
 
 
 def run_sample(s: corpus.Sample, launches: list, order: ProgramOrder) -> dict[str, Any]:
@@ -430,7 +482,7 @@ def run_sample(s: corpus.Sample, launches: list, order: ProgramOrder) -> dict[st
     except Exception as exc:  # noqa: BLE001 - the outcome
         inner = _innermost(exc)
         text = _error_text(inner)
-        if not isinstance(inner, OutOfBounds) and _error_without_a_backend(s) == text:
+        if not isinstance(inner, OutOfBounds) and _WITHOUT_A_BACKEND.error(s) == text:
             return {"outcome": "skipped", "detail": f"fails with backend='eager' too: {text}"}
         record["kernels"] = len(launches) - first
         record["detail"] = text
@@ -480,12 +532,7 @@ def worker(location: str, with_fixes: bool, ids: Sequence[str]) -> None:
     warnings.filterwarnings("ignore")
     logging.getLogger("torch").setLevel(logging.CRITICAL)
     torch.set_num_threads(1)
-    # Results go to a descriptor of their own: whatever the compiled code or native code
-    # prints (Python's stdout, file descriptor 1) goes to stderr.
-    sys.stdout.flush()
-    out = os.fdopen(os.dup(1), "w")
-    os.dup2(2, 1)
-    sys.stdout = sys.stderr
+    out = _own_stdout()
     accuracy.configure(None)
     codegen = accuracy.load_interpreted(location, with_fixes)
     order = ProgramOrder()
@@ -800,7 +847,10 @@ def sweep(
 
 
 def main(argv: Sequence[str]) -> None:
-    """Worker entry: ``python -m npu_fixes.tools.sweep SPEC.json``."""
+    """Worker entry: ``python -m npu_fixes.tools.sweep SPEC.json``, or ``--without-a-backend``
+    (:class:`WithoutABackend`)."""
+    if argv[0] == WITHOUT_A_BACKEND:
+        return _answer_without_a_backend()
     with open(argv[0]) as f:
         spec = json.load(f)
     worker(spec["location"], spec["with_fixes"], spec["ids"])
