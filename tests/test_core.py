@@ -116,6 +116,15 @@ def test_patcher_add_is_deleted_by_restore(make_module):
     assert not hasattr(mod, "extra") and table == {"kept": 1}
 
 
+def test_patcher_set_item_tells_each_change_and_its_restore():
+    table, calls = {"kept": 1}, []
+    patcher = Patcher()
+    patcher.set_item(table, "kept", 2, changed=lambda: calls.append(dict(table)))
+    patcher.set_item(table, "kept", 3, changed=lambda: calls.append(dict(table)))  # the first original stays
+    assert patcher.restore() == 1
+    assert calls == [{"kept": 2}, {"kept": 3}, {"kept": 1}] and table == {"kept": 1}
+
+
 def test_patcher_replace_puts_the_original_back_only_over_its_own(make_module):
     mod = importlib.import_module(make_module("pt_replace", TARGET_SOURCE))
     original, ours, theirs = mod.decide, object(), object()

@@ -72,6 +72,7 @@ MODULES = (
     "promoted_tile_mask",
     "axis_split_self_reference",
     "alias_size_args",
+    "upsample_symbolic_sizes",
     "te_parallel_ce",
 )
 

@@ -29,6 +29,7 @@ class _Patch:
     replacement: Any  # what we put there (for "wrap": wrapt's handle)
     original: Any = _MISSING  # "replace", "item": the value before us (_MISSING: there was none)
     seq: int = 0  # the patcher's mark when it was made
+    changed: Callable[[], None] | None = None  # "item": drops what was derived from the mapping
 
     def still_ours(self) -> bool:
         """Whether our change still stands (a reload or another package may have replaced it;
@@ -65,6 +66,8 @@ class _Patch:
             del self.owner[self.name]
         else:
             self.owner[self.name] = self.original
+        if self.changed is not None:
+            self.changed()
         return True
 
 
@@ -139,16 +142,20 @@ class Patcher:
         setattr(owner, attr, value)
         self._record(self._key(owner, attr), _Patch("replace", owner, attr, value, original))
 
-    def set_item(self, mapping: Any, key: Any, value: Any) -> None:
+    def set_item(self, mapping: Any, key: Any, value: Any, changed: Callable[[], None] | None = None) -> None:
         """``mapping[key] = value``, restorable; the first original is the one kept (a key
-        that was missing is deleted again)."""
+        that was missing is deleted again). ``changed`` runs after each change, restore
+        included (to drop a cache derived from ``mapping``)."""
         patch_key = self._key(mapping, key)
         patch = self._patches.get(patch_key)
         if patch is not None and patch.still_ours():
             patch.replacement = value
         else:
-            self._record(patch_key, _Patch("item", mapping, key, value, mapping.get(key, _MISSING)))
+            original = mapping.get(key, _MISSING)
+            self._record(patch_key, _Patch("item", mapping, key, value, original, changed=changed))
         mapping[key] = value
+        if changed is not None:
+            changed()
 
     def is_wrapped(self, owner: Any, attr: str) -> bool:
         """Whether our change to ``owner.attr`` still stands."""
