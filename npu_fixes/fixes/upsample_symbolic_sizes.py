@@ -16,8 +16,8 @@
 - **Fix**: after the function runs (and at once where it ran already), each ``.vec`` it left
   without a Python kernel gets one that does what ATen's C++ one does, the output size in
   symbolic arithmetic, then the same ``.default`` (the NPU's kernel still runs); each backward
-  whose fake kernel refuses symbolic sizes gets a Python one of the same result: the input's
-  size, in the gradient's suggested memory format.
+  whose fake kernel refuses symbolic sizes gets a Python one of the same result (the input's
+  size and ATen's memory format).
 """
 
 from __future__ import annotations
@@ -35,6 +35,8 @@ TARGET = "disable_implicit_decomposition"
 #: The ops the loader takes Python's kernels from, and their spatial dims.
 SPATIAL = {"upsample_nearest1d": 1, "upsample_nearest2d": 2, "upsample_nearest3d": 3,
            "upsample_bilinear2d": 2}
+#: Those whose backward gives the gradient's suggested memory format (channels last), as ATen's does.
+KEEPS_FORMAT = {"upsample_nearest2d", "upsample_bilinear2d"}
 
 
 def _keys() -> tuple[Any, ...]:
@@ -67,11 +69,14 @@ def vec_kernel(default: Any) -> Callable[..., Any]:
 
 
 @functools.cache
-def backward_meta(spatial: int) -> Callable[..., Any]:
-    """A fake kernel of an upsampling backward over ``spatial`` dims (``grad_output,
-    output_size, input_size, ...``) that takes symbolic sizes."""
+def backward_meta(name: str) -> Callable[..., Any]:
+    """A fake kernel of ``name``'s backward (``grad_output, output_size, input_size, ...``) that
+    takes symbolic sizes: ATen's result, the input's size, contiguous or (where ATen's has it)
+    in the gradient's suggested memory format."""
     import torch
     from torch._prims_common import suggest_memory_format
+
+    spatial = SPATIAL[name]
 
     def meta(grad_output: Any, output_size: Any, input_size: Any, *options: Any) -> Any:
         torch._check(len(output_size) == spatial and len(input_size) == spatial + 2,
@@ -83,7 +88,10 @@ def backward_meta(spatial: int) -> Callable[..., Any]:
         for got, size in zip(grad_output.shape, expected, strict=True):
             torch._check(got == size,
                          lambda: f"grad_output of shape {list(grad_output.shape)}, expected {expected}")
-        return grad_output.new_empty(input_size).to(memory_format=suggest_memory_format(grad_output))
+        grad_input = grad_output.new_empty(input_size)
+        if name in KEEPS_FORMAT:
+            return grad_input.to(memory_format=suggest_memory_format(grad_output))
+        return grad_input
 
     return meta
 
@@ -125,7 +133,7 @@ def repair(patcher: Patcher) -> None:
     """Python kernels where the loader took them: each ``.vec`` without one, and the
     backward of each op whose ``.default`` has none and whose fake kernel refuses symbolic
     sizes."""
-    for name, spatial in SPATIAL.items():
+    for name in SPATIAL:
         vec, default, backward = _overloads(name)
         if not any(key in vec.py_kernels for key in _keys()):
             for key in _keys():
@@ -133,7 +141,7 @@ def repair(patcher: Patcher) -> None:
         if not any(key in default.py_kernels for key in _keys()) and refuses_symbolic_sizes(name):
             from torch._C import DispatchKey
 
-            patcher.set_item(backward.py_kernels, DispatchKey.Meta, backward_meta(spatial),
+            patcher.set_item(backward.py_kernels, DispatchKey.Meta, backward_meta(name),
                              backward._dispatch_cache.clear)
 
 

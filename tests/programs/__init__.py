@@ -153,6 +153,21 @@ def against_eager(codegen, programs: dict, judge, dynamic: bool | None = None) -
     return out
 
 
+def judged_by_the_sweep(codegen, sample_ids) -> dict:
+    """Sample id -> ``[outcome, detail]``, as ``npu-fixes sweep`` judges each of ``sample_ids``
+    through the backend of ``codegen``, kernels on the interpreter device."""
+    from npu_fixes.tools import corpus, interpret, sweep
+
+    order = sweep.ProgramOrder()
+    out = {}
+    with interpret.cpu_device(codegen, order) as launches:
+        for sample_id in sample_ids:
+            record = sweep.run_sample(corpus.sample(sample_id), launches, order)
+            del launches[:]
+            out[sample_id] = [record["outcome"], record.get("detail", "")]
+    return out
+
+
 def interpreted_with_npu_fixes(name: str, location: str, run_all) -> dict:
     """``run_all(codegen)`` through the backend at ``location``, its kernels on the
     interpreter device, without and with npu_fixes (:func:`with_npu_fixes` for fix ``name``)."""

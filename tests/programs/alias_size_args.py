@@ -4,30 +4,16 @@ kernels run in Triton's interpreter, judged against eager as ``npu-fixes sweep``
 
 from __future__ import annotations
 
-from tests.programs import host_load, interpreted_with_npu_fixes, main
+from tests.programs import host_load, interpreted_with_npu_fixes, judged_by_the_sweep, main
 
 NAME = "alias-size-args"
 SAMPLES = ("opinfo:masked.std:-:float32:bwd:dynamic:4", "opinfo:masked.var:-:float32:bwd:dynamic:4",
            "opinfo:masked.std:-:float32:bwd:dynamic:2", "opinfo:masked.std:-:float32:bwd:static:4")
 
 
-def run_all(codegen) -> dict:
-    """Sample id -> the sweep's outcome (and its detail where there is one)."""
-    from npu_fixes.tools import corpus, interpret, sweep
-
-    order = sweep.ProgramOrder()
-    out = {}
-    with interpret.cpu_device(codegen, order) as launches:
-        for sample_id in SAMPLES:
-            record = sweep.run_sample(corpus.sample(sample_id), launches, order)
-            del launches[:]
-            out[sample_id] = [record["outcome"], record.get("detail", "")]
-    return out
-
-
 def masked_backward(location: str) -> dict:
     """The samples through the backend at ``location`` without and with npu_fixes."""
-    return interpreted_with_npu_fixes(NAME, location, run_all)
+    return interpreted_with_npu_fixes(NAME, location, lambda codegen: judged_by_the_sweep(codegen, SAMPLES))
 
 
 def probe_only(location: str) -> list:

@@ -5,7 +5,7 @@ judges them; and a model's step whose input size changes (automatic dynamic shap
 
 from __future__ import annotations
 
-from tests.programs import interpreted_with_npu_fixes, main
+from tests.programs import interpreted_with_npu_fixes, judged_by_the_sweep, main
 
 NAME = "upsample-symbolic-sizes"
 SAMPLES = (
@@ -24,15 +24,10 @@ def run_all(codegen) -> dict:
     sizes): its outcome, as the sweep words an error."""
     import torch
 
-    from npu_fixes.tools import corpus, interpret, sweep
+    from npu_fixes.tools import interpret, sweep
 
-    order = sweep.ProgramOrder()
-    out = {}
-    with interpret.cpu_device(codegen, order) as launches:
-        for sample_id in SAMPLES:
-            record = sweep.run_sample(corpus.sample(sample_id), launches, order)
-            del launches[:]
-            out[sample_id] = [record["outcome"], record.get("detail", "")]
+    out = judged_by_the_sweep(codegen, SAMPLES)
+    with interpret.cpu_device(codegen, sweep.ProgramOrder()):
         out["model"] = _decoder_steps(torch)
     return out
 
