@@ -133,14 +133,14 @@ def repair(patcher: Patcher) -> None:
     """Python kernels where the loader took them: each ``.vec`` without one, and the
     backward of each op whose ``.default`` has none and whose fake kernel refuses symbolic
     sizes."""
+    from torch._C import DispatchKey
+
     for name in SPATIAL:
         vec, default, backward = _overloads(name)
         if not any(key in vec.py_kernels for key in _keys()):
             for key in _keys():
                 patcher.set_item(vec.py_kernels, key, vec_kernel(default), vec._dispatch_cache.clear)
         if not any(key in default.py_kernels for key in _keys()) and refuses_symbolic_sizes(name):
-            from torch._C import DispatchKey
-
             patcher.set_item(backward.py_kernels, DispatchKey.Meta, backward_meta(name),
                              backward._dispatch_cache.clear)
 

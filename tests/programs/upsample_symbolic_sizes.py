@@ -22,20 +22,19 @@ def run_all(codegen) -> dict:
     """Sample id -> the sweep's outcome and its detail; ``model``: a small decoder's training
     step compiled with default settings on two input sizes (the second compiles with symbolic
     sizes): its outcome, as the sweep words an error."""
-    import torch
-
     from npu_fixes.tools import interpret, sweep
 
     out = judged_by_the_sweep(codegen, SAMPLES)
     with interpret.cpu_device(codegen, sweep.ProgramOrder()):
-        out["model"] = _decoder_steps(torch)
+        out["model"] = _decoder_steps()
     return out
 
 
-def _decoder_steps(torch) -> list:
+def _decoder_steps() -> list:
     """Upsampling decoder (nearest, then bilinear to the input's size), two steps at
     different sizes, compiled and eager from the same weights: ``["equal", ""]`` where loss
     and gradients agree, else the outcome and the first line of the error."""
+    import torch
     from torch import nn
     from torch.nn import functional as F
 
