@@ -73,6 +73,7 @@ MODULES = (
     "axis_split_self_reference",
     "alias_size_args",
     "upsample_symbolic_sizes",
+    "widened_load_inner_axis",
     "te_parallel_ce",
 )
 
