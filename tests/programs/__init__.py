@@ -143,6 +143,25 @@ def interpreted(codegen, fn, *args, runtime: str = "3.2", dynamic: bool | None =
         return {"error": innermost(exc)}
 
 
+def step_equals_eager(codegen, step, fn, atol: float) -> bool | str:
+    """``step(torch.compile(fn))`` against ``step(fn)`` (each a sequence of tensors: a loss,
+    gradients), the compiled one after a Dynamo reset, its kernels on the interpreter device
+    of ``codegen``: True where every tensor is close within ``atol``, False where one is not,
+    else the innermost error."""
+    import torch
+
+    from npu_fixes.tools import interpret
+
+    want = step(fn)
+    torch._dynamo.reset()
+    try:
+        with interpret.cpu_device(codegen):
+            got = step(torch.compile(fn))
+    except Exception as exc:  # noqa: BLE001 - recorded
+        return innermost(exc)
+    return all(torch.allclose(a, b, atol=atol) for a, b in zip(got, want, strict=True))
+
+
 def against_eager(codegen, programs: dict, judge, dynamic: bool | None = None) -> dict:
     """label -> ``judge(compiled result, eager result)`` for each ``label -> (fn, args)`` of
     ``programs`` compiled by :func:`interpreted` (``dynamic`` as given), or the error."""

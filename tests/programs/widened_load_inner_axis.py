@@ -4,18 +4,22 @@ interpreter, compared with eager; a select under no condition as the control."""
 
 from __future__ import annotations
 
-from tests.programs import innermost, interpreted, interpreted_with_npu_fixes, judged_by_the_sweep, main
+from tests.programs import (
+    interpreted,
+    interpreted_with_npu_fixes,
+    judged_by_the_sweep,
+    main,
+    step_equals_eager,
+)
 
 NAME = "widened-load-inner-axis"
 PAD_SAMPLE = "opinfo:nn.functional.pad:circular:float32:bwd:static:3"
 
 
-def _circular_conv_step(codegen) -> object:
-    """A training step of two circular-padded ``Conv1d`` over a length of 6 compiled, its loss
-    and gradients equal to eager's: True, False, or the error."""
+def _circular_conv_step(codegen) -> bool | str:
+    """A training step of two circular-padded ``Conv1d`` over a length of 6 compiled: True
+    where its loss and gradients equal eager's, False where not, else the error."""
     import torch
-
-    from npu_fixes.tools import interpret
 
     torch.manual_seed(0)
     conv = torch.nn.Sequential(torch.nn.Conv1d(4, 4, 3, padding=1, padding_mode="circular"), torch.nn.Tanh(),
@@ -28,14 +32,7 @@ def _circular_conv_step(codegen) -> object:
         loss.backward()
         return [loss.detach(), *(p.grad.clone() for p in model.parameters())]
 
-    expected = step(conv)
-    torch._dynamo.reset()
-    try:
-        with interpret.cpu_device(codegen):
-            actual = step(torch.compile(conv))
-    except Exception as exc:  # noqa: BLE001 - recorded
-        return innermost(exc)
-    return all(torch.allclose(a, e, atol=1e-6) for a, e in zip(actual, expected, strict=True))
+    return step_equals_eager(codegen, step, conv, atol=1e-6)
 
 
 def run_all(codegen) -> dict:
