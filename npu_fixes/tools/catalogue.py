@@ -98,7 +98,7 @@ def state_matrix() -> str:
 def fix_page(fix: Fix, module_name: str) -> str:
     about = fix.about
     doc = inspect.getdoc(importlib.import_module(f"npu_fixes.fixes.{module_name}")) or ""
-    _, _, body = doc.partition("\n")
+    _, _, body = doc.partition("\n\n")  # what follows the summary paragraph
     states = "\n".join(f"| {state_label(s)} | {about.at(s)} | {status_at(fix, s)} |" for s in STATES)
     patched = ", ".join(f"`{t}`" for t in fix.patched) or "nothing"
     return (
