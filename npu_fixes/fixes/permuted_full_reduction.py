@@ -33,6 +33,7 @@ from typing import Any
 from ..shim.catalogue import WHEEL, About
 from ..shim.fix import Fix, Probe
 from ..shim.patcher import Patcher
+from .shared.kernel_text import calls
 from .shared.promoted import TARGET, promoted_rewrite, rewrite_body, spliced
 
 #: The scalar store of ``x.view(64, 16).t().reshape(-1).sum()`` as bafc50684 emits it,
@@ -67,8 +68,7 @@ def reranked(line: str, r_slots: Sequence[int], real_ndim: int) -> str | None:
         statement = ast.parse(stripped)
     except SyntaxError:
         return None
-    stores = [n for n in ast.walk(statement) if isinstance(n, ast.Call) and ast.unparse(n.func) == "tl.store"]
-    found = [n for store in stores if store.args
+    found = [n for store in calls(statement, "tl.store") if store.args
              for n in ast.walk(store.args[0]) if _scalar_index(n, real_ndim)]
     kept = [s for s in range(real_ndim) if s not in r_slots]
     edits = []

@@ -33,6 +33,7 @@ from typing import Any
 from ..shim.catalogue import EVERY_COMMIT, WHEEL, About
 from ..shim.fix import Fix, Probe
 from ..shim.patcher import Patcher
+from .shared.kernel_text import calls, names
 from .shared.promoted import TARGET, promoted_rewrite, rewrite_body, spliced
 
 #: A per-position weight loaded inside a per-head sum as bafc50684 emits it: address of node
@@ -63,10 +64,6 @@ def slot_tokens(collapsed_shape: str, collapsed_dim: int, real_ndim: int) -> lis
     return tokens if len(tokens) == real_ndim else None
 
 
-def _names(node: ast.AST) -> set[str]:
-    return {n.id for n in ast.walk(node) if isinstance(n, ast.Name)}
-
-
 def broadcast_load(line: str, leaves: Sequence[str], tokens: Sequence[str]) -> str | None:
     """``line`` with the address of its masked ``tl.load`` broadcast to ``tokens`` where the
     mask names ``<leaf>mask`` of a leaf the address leaves out; None where nothing changes."""
@@ -78,17 +75,16 @@ def broadcast_load(line: str, leaves: Sequence[str], tokens: Sequence[str]) -> s
     except SyntaxError:
         return None
     edits = []
-    loads = [n for n in ast.walk(statement) if isinstance(n, ast.Call) and ast.unparse(n.func) == "tl.load"]
-    for load in loads:
+    for load in calls(statement, "tl.load"):
         if len(load.args) < 2 or isinstance(load.args[1], ast.Constant):
             continue
         pointer = load.args[0]
         if not (isinstance(pointer, ast.BinOp) and isinstance(pointer.op, ast.Add)
                 and isinstance(pointer.left, ast.Name)):
             continue
-        masked = {leaf for leaf in leaves if f"{leaf}mask" in _names(load.args[1])}
+        masked = {leaf for leaf in leaves if f"{leaf}mask" in names(load.args[1])}
         address = pointer.right
-        if (not masked or masked <= _names(address) or address.lineno != address.end_lineno
+        if (not masked or masked <= names(address) or address.lineno != address.end_lineno
                 or isinstance(address, ast.Call) and ast.unparse(address.func) == "tl.broadcast_to"):
             continue
         text = f"tl.broadcast_to({ast.unparse(address)}, [{', '.join(tokens)}])"

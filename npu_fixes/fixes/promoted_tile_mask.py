@@ -35,15 +35,12 @@ from typing import Any
 from ..shim.catalogue import EVERYWHERE, NOT_FIXED, About
 from ..shim.fix import Fix, Probe
 from ..shim.patcher import Patcher
+from .shared.kernel_text import calls, load_mask, names
 from .shared.promoted import TARGET, looped_sum, rewrite_body, spliced, two_node_lines
 
 #: The probe's load: a per-row weight of the outer tiled node ``r0_1``, unmasked as
 #: ``indexing`` leaves it.
 PROBE_LOAD = "tmp1 = tl.load(in_ptr1 + (r0_1), None, eviction_policy='evict_last')"
-
-
-def _names(node: ast.AST | None) -> set[str]:
-    return set() if node is None else {n.id for n in ast.walk(node) if isinstance(n, ast.Name)}
 
 
 def tile_masked(line: str, tiled: Sequence[str]) -> str | None:
@@ -57,14 +54,12 @@ def tile_masked(line: str, tiled: Sequence[str]) -> str | None:
     except SyntaxError:
         return None
     edits = []
-    for load in ast.walk(statement):
-        if not (isinstance(load, ast.Call) and ast.unparse(load.func) == "tl.load" and load.args):
+    for load in calls(statement, "tl.load"):
+        if not load.args:
             continue
-        address = load.args[0]
-        mask = load.args[1] if len(load.args) > 1 else next(
-            (k.value for k in load.keywords if k.arg == "mask"), None)
+        address, mask = load.args[0], load_mask(load)
         missing = [f"{node}mask" for node in tiled
-                   if node in _names(address) and f"{node}mask" not in _names(mask)]
+                   if node in names(address) and f"{node}mask" not in names(mask)]
         if not missing or address.lineno != address.end_lineno:
             continue
         added = " & ".join(missing)

@@ -38,6 +38,7 @@ from ..shim.catalogue import EVERYWHERE, NOT_FIXED, About
 from ..shim.fix import Fix, Probe
 from ..shim.patcher import Patcher
 from .shared.codegen_kernel import cpu_kernel
+from .shared.kernel_text import calls, load_mask, names
 
 TARGET = "NPUTritonKernel._maybe_rewrite_select_lane_load"
 #: The probe's kernel body: element 1 of a buffer, loaded where ``x0 >= 3``.
@@ -50,10 +51,6 @@ PROBE_BODY = (
 )
 
 
-def _names(node: ast.AST | None) -> set[str]:
-    return {n.id for n in ast.walk(node) if isinstance(n, ast.Name)} if node is not None else set()
-
-
 def _assignment(line: Any) -> ast.Assign | None:
     text = line if isinstance(line, str) else getattr(line, "line", None)
     try:
@@ -63,14 +60,10 @@ def _assignment(line: Any) -> ast.Assign | None:
     return body[0] if len(body) == 1 and isinstance(body[0], ast.Assign) else None
 
 
-def _calls(value: ast.AST, function: str) -> list[ast.Call]:
-    return [n for n in ast.walk(value) if isinstance(n, ast.Call) and ast.unparse(n.func) == function]
-
-
 def _tile_token(assign: ast.Assign) -> set[str]:
     """The names in ``tl.arange(0, TOKEN)`` of an index line: the tile's size along its axis."""
-    aranges = _calls(assign.value, "tl.arange")
-    return set().union(*(_names(call.args[1]) for call in aranges if len(call.args) == 2))
+    aranges = calls(assign.value, "tl.arange")
+    return set().union(*(names(call.args[1]) for call in aranges if len(call.args) == 2))
 
 
 def varying_loads(lines: Iterable[Any], inner: str, prefix: str) -> set[str]:
@@ -84,19 +77,17 @@ def varying_loads(lines: Iterable[Any], inner: str, prefix: str) -> set[str]:
         assign = _assignment(line)
         if assign is None:
             continue
-        assigned = set().union(*(_names(target) for target in assign.targets))
+        assigned = set().union(*(names(target) for target in assign.targets))
         if assigned == {f"{inner}index"}:
             varying |= _tile_token(assign)
-        load = next(iter(_calls(assign.value, "tl.load")), None)
+        load = next(iter(calls(assign.value, "tl.load")), None)
         if load is not None and load.args:
-            mask = load.args[1] if len(load.args) > 1 else next(
-                (k.value for k in load.keywords if k.arg == "mask"), None)
-            address, condition = _names(load.args[0]), _names(mask)
+            address, condition = names(load.args[0]), names(load_mask(load))
             if inner in address:  # a stride-k slice: its address is rebuilt, its inner mask replaced
                 address, condition = set(), condition - {f"{inner}mask"}
             if (address | condition) & varying:
                 loads |= assigned
-        if _names(assign.value) & varying:
+        if names(assign.value) & varying:
             varying |= assigned
     return loads
 
