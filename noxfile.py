@@ -102,9 +102,11 @@ def model(session: nox.Session) -> None:
 
 @nox.session(python=False)
 def docs(session: nox.Session) -> None:
-    """The documentation generated from the fix catalogue is current (else: run ``python -m
-    npu_fixes.tools.catalogue``), and the site builds with warnings as errors."""
+    """The documentation generated from the fix catalogue and the sweeps' reports is current
+    (else: run ``python -m npu_fixes.tools.catalogue`` and ``python scripts/sweep_summary.py``),
+    and the site builds with warnings as errors."""
     session.run(PY, "-m", "npu_fixes.tools.catalogue", "--check")
+    session.run(PY, "scripts/sweep_summary.py", "--check")
     session.run(PY, "-m", "mkdocs", "build", "--strict", "--quiet", env={"NO_MKDOCS_2_WARNING": "1"})
 
 

@@ -1,0 +1,72 @@
+"""scripts/sweep_summary.py: the newest whole-corpus report per state, and its row."""
+
+from __future__ import annotations
+
+import importlib.util
+import json
+import subprocess
+from pathlib import Path
+
+import pytest
+
+from npu_fixes.tools.corpus import Selection
+
+SCRIPT = Path(__file__).resolve().parent.parent / "scripts" / "sweep_summary.py"
+
+
+@pytest.fixture(scope="module")
+def summary():
+    spec = importlib.util.spec_from_file_location("sweep_summary", SCRIPT)
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+def _commits(n: int) -> list[str]:
+    """This checkout's newest ``n`` commits, newest first, as the results' folders name them."""
+    out = subprocess.run(["git", "rev-list", f"--max-count={n}", "HEAD"], cwd=SCRIPT.parent,
+                         capture_output=True, text=True, check=True).stdout.split()
+    return [c[:7] for c in out]
+
+
+def _report(folder: Path, state: str, corpus: str, records: dict, classes: dict) -> None:
+    counts = {config: {} for config in ("built", "fixed")}
+    for record in records.values():
+        for config, r in record.items():
+            counts[config][r["outcome"]] = counts[config].get(r["outcome"], 0) + 1
+    folder.mkdir(parents=True, exist_ok=True)
+    (folder / f"{state}.json").write_text(json.dumps(
+        {"corpus": corpus, "samples": len(records), "counts": counts, "records": records,
+         "classes": classes, "regressions": [], "unexplained": [i for i, c in classes.items() if not c]}))
+
+
+def _pair(built: str, fixed: str) -> dict:
+    return {"built": {"outcome": built}, "fixed": {"outcome": fixed}}
+
+
+def test_the_newest_whole_run_is_taken_and_a_part_of_the_corpus_is_not(summary, tmp_path):
+    newer, older = _commits(2)
+    whole, part = Selection().label(), Selection(per_op=1).label()
+    _report(tmp_path / f"2026-01-01_{older}_cpu-2core_sweep", "bafc50684", whole, {"a": _pair("wrong", "pass")}, {})
+    _report(tmp_path / f"2026-01-01_{newer}_cpu-2core_sweep", "bafc50684", whole,
+            {"a": _pair("wrong", "pass"), "b": _pair("wrong", "wrong")}, {"b": None})
+    _report(tmp_path / f"2026-01-02_{newer}_cpu-2core_sweep", "8bfbb9ed1", part, {"a": _pair("wrong", "pass")}, {})
+    found = summary.newest_reports(tmp_path)
+    assert set(found) == {"bafc50684"}
+    path, report = found["bafc50684"]
+    assert newer in path.parent.name
+    row = summary.row("bafc50684", path, report)
+    # 2 fail as built; of those 1 passes, 0 run no kernel, 0 limits; 1 fails, unexplained
+    assert row.split(" | ")[3:9] == ["2", "1", "0", "0", "1", "`UNEXPLAINED` 1"]
+    assert row.endswith("| 0 | 1 |")
+
+
+def test_a_folder_naming_no_commit_of_the_history_is_refused(summary, tmp_path):
+    _report(tmp_path / "2026-01-01_0000000_cpu-2core_sweep", "bafc50684", Selection().label(), {}, {})
+    with pytest.raises(SystemExit, match="0000000 is not a commit of this history"):
+        summary.newest_reports(tmp_path)
+
+
+def test_a_page_without_the_markers_is_refused(summary):
+    with pytest.raises(SystemExit, match="no <!-- sweep-runs:begin"):
+        summary.generated("# no table here\n")
