@@ -2,20 +2,14 @@
 
 from __future__ import annotations
 
-import importlib.util
-from pathlib import Path
-
 import pytest
 
-SCRIPT = Path(__file__).resolve().parent.parent / "scripts" / "sweep_states.py"
+from tests import scripts
 
 
 @pytest.fixture(scope="module")
 def states():
-    spec = importlib.util.spec_from_file_location("sweep_states", SCRIPT)
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
+    return scripts.load("sweep_states")
 
 
 def test_a_packed_journal_starts_a_missing_one_and_leaves_a_present_one(states, tmp_path):

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import importlib.util
 import json
 import subprocess
 from pathlib import Path
@@ -10,21 +9,17 @@ from pathlib import Path
 import pytest
 
 from npu_fixes.tools.corpus import Selection
-
-SCRIPT = Path(__file__).resolve().parent.parent / "scripts" / "sweep_summary.py"
+from tests import scripts
 
 
 @pytest.fixture(scope="module")
 def summary():
-    spec = importlib.util.spec_from_file_location("sweep_summary", SCRIPT)
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
+    return scripts.load("sweep_summary")
 
 
 def _commits(n: int) -> list[str]:
     """This checkout's newest ``n`` commits, newest first, as the results' folders name them."""
-    out = subprocess.run(["git", "rev-list", f"--max-count={n}", "HEAD"], cwd=SCRIPT.parent,
+    out = subprocess.run(["git", "rev-list", f"--max-count={n}", "HEAD"], cwd=scripts.FOLDER,
                          capture_output=True, text=True, check=True).stdout.split()
     return [c[:7] for c in out]
 
