@@ -65,3 +65,18 @@ def test_a_folder_naming_no_commit_of_the_history_is_refused(summary, tmp_path):
 def test_a_page_without_the_markers_is_refused(summary):
     with pytest.raises(SystemExit, match="no <!-- sweep-runs:begin"):
         summary.generated("# no table here\n")
+
+
+def test_every_outcome_is_counted_in_both_configurations_and_summed(summary, tmp_path):
+    (newer,) = _commits(1)
+    whole = Selection().label()
+    folder = tmp_path / f"2026-01-01_{newer}_cpu-2core_sweep"
+    _report(folder, "bafc50684", whole, {"a": _pair("wrong", "pass"), "b": _pair("pass", "pass")}, {})
+    _report(folder, "wheel-2.13.0", whole, {"a": _pair("out-of-bounds", "harness-limit")}, {})
+    lines = summary.outcome_rows(summary.newest_reports(tmp_path))
+    assert lines[0].split(" | ")[2:4] == ["`pass`", "`no-kernel`"]
+    cells = {line.split(" | ")[0]: line.split(" | ")[1:] for line in lines[2:]}
+    assert list(cells) == ["| bafc50684", "| wheel-2.13.0", "| all 2"]
+    assert cells["| bafc50684"][:4] == ["2", "1 / 2", "0 / 0", "1 / 0"]
+    assert cells["| all 2"][:5] == ["3", "1 / 2", "0 / 0", "1 / 0", "1 / 0"]
+    assert cells["| all 2"][-2] == "0 / 1"  # harness-limit
