@@ -2,7 +2,9 @@
 ``benchmarks/results/<date>_<commit>_cpu-<n>core_sweep/``: one JSON report per state (as
 ``npu-fixes sweep --json`` prints it, keeping the records of the samples that fail, meet a
 harness limit or are skipped, as built or with npu_fixes) and a README with the counts per
-outcome as built and with npu_fixes, rewritten after each state. ``nox -s sweep`` runs it;
+outcome as built and with npu_fixes, rewritten after each state (the rows of states an earlier
+run left in the folder, and the section written by hand below its ``HAND`` heading, are kept).
+``nox -s sweep`` runs it;
 extra arguments go to ``npu-fixes sweep`` (e.g. ``--per-op 1`` for a shorter run). Each
 state's finished samples go to a journal (``journals/<state>.jsonl`` in the results folder):
 run again at the same commit, it goes on with the folder it finds (or the one ``--results``
@@ -22,6 +24,7 @@ import datetime
 import gzip
 import json
 import os
+import signal
 import subprocess
 import sys
 import time
@@ -61,6 +64,31 @@ def readme(rows: list[tuple[str, dict, float, int]], extra: list[str], today: st
             by_class[cls or "UNEXPLAINED"] = by_class.get(cls or "UNEXPLAINED", 0) + 1
         lines.append(f"- {name}: " + (", ".join(f"{c} {n}" for c, n in sorted(by_class.items())) or "none"))
     return "\n".join(lines) + "\n"
+
+
+HAND = "## What this run shows (written by hand)"
+
+
+def merged(old: str, new: str, names: set[str]) -> str:
+    """``new`` README with what ``old`` (the folder's README so far) holds and this run does not
+    replace: the table rows and class lines of states not in ``names``, first, and the section
+    from the ``HAND`` heading on."""
+    before, hand, after = old.partition(HAND)
+    kept_rows, kept_classes = [], []
+    for line in before.splitlines():
+        name = line.removeprefix("| ").removeprefix("- ").split(" ", 1)[0].rstrip(":")
+        if name in names or name in ("state", ""):
+            continue
+        if line.startswith("| ") and not line.startswith("|---"):
+            kept_rows.append(line)
+        elif line.startswith("- "):
+            kept_classes.append(line)
+    lines = new.splitlines()
+    table = next(n for n, line in enumerate(lines) if line.startswith("|---")) + 1
+    classes = lines.index("Failures with npu_fixes by class (`npu_fixes/tools/triage.py`):") + 2
+    lines[classes:classes] = kept_classes
+    lines[table:table] = kept_rows
+    return "\n".join(lines) + "\n" + (f"\n{hand}{after}" if hand else "")
 
 
 def pack(journal: Path) -> None:
@@ -111,6 +139,8 @@ def main(argv: list[str]) -> int:
     started = sorted(results.glob(f"*_{commit}_cpu-{os.cpu_count()}core_sweep"))  # a run to go on with
     out = into or (started[-1] if started else results / f"{today}_{commit}_cpu-{os.cpu_count()}core_sweep")
     out.mkdir(parents=True, exist_ok=True)
+    # stopped by a signal, the state's sweep is stopped too (subprocess.run kills it on the way out)
+    signal.signal(signal.SIGTERM, lambda *_: sys.exit(128 + signal.SIGTERM))
     rows, failing = [], False
     for name, path in states.items():
         journal = out / "journals" / f"{name}.jsonl"
@@ -140,7 +170,9 @@ def main(argv: list[str]) -> int:
             f"{name}: {report['samples']} samples in {rows[-1][2]:.1f} min: {json.dumps(report['counts'])}",
             flush=True,
         )
-        (out / "README.md").write_text(readme(rows, extra, today, commit))
+        written = out / "README.md"
+        text = readme(rows, extra, today, commit)
+        written.write_text(merged(written.read_text(), text, set(states)) if written.exists() else text)
     print(f"written: {out}")
     return 1 if failing else 0
 

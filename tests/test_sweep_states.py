@@ -31,3 +31,23 @@ def test_a_packed_journal_starts_a_missing_one_and_leaves_a_present_one(states, 
 def test_bad_usage_exits_2_and_names_the_problem(states, argv, capsys):
     assert states.main(argv) == 2
     assert "Usage: python scripts/sweep_states.py" in capsys.readouterr().err
+
+
+def _row(name: str, n: int) -> tuple[str, dict, float, int]:
+    counts = {"built": {"wrong": n}, "fixed": {"pass": n}}
+    return name, {"corpus": "whole", "samples": n, "counts": counts, "regressions": [], "unexplained": [],
+                  "classes": {}}, 1.0, 0
+
+
+def test_a_readme_rewritten_keeps_the_other_states_and_the_hand_section(states):
+    first = states.readme([_row("f8802037a", 7)], [], "2026-01-01", "abc1234")
+    old = first + f"\n{states.HAND}\n\nf8802037a: 7 fail as built, none with npu_fixes.\n"
+    new = states.readme([_row("8bfbb9ed1", 5)], [], "2026-01-02", "abc1234")
+    text = states.merged(old, new, {"8bfbb9ed1"})
+    rows = [line.split(" | ")[0:2] for line in text.splitlines() if line.startswith("| ") and "---" not in line]
+    assert rows == [["| state", "samples"], ["| f8802037a", "7"], ["| 8bfbb9ed1", "5"]]
+    assert "- f8802037a: none\n- 8bfbb9ed1: none\n" in text
+    assert text.endswith(f"\n{states.HAND}\n\nf8802037a: 7 fail as built, none with npu_fixes.\n")
+    # the same state run again replaces its row, and a README without a hand section gets none
+    again = states.merged(new, states.readme([_row("8bfbb9ed1", 6)], [], "2026-01-02", "abc1234"), {"8bfbb9ed1"})
+    assert "| 8bfbb9ed1 | 6 |" in again and "| 8bfbb9ed1 | 5 |" not in again and states.HAND not in again
