@@ -20,6 +20,7 @@ from pathlib import Path
 REPO = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO))
 from npu_fixes.shim.catalogue import COMMITS, WHEELS  # noqa: E402
+from npu_fixes.tools.catalogue import between_markers  # noqa: E402
 from npu_fixes.tools.corpus import Selection  # noqa: E402
 from npu_fixes.tools.outcomes import FAILING, OUTCOMES  # noqa: E402
 
@@ -104,12 +105,11 @@ def table(results: Path = REPO / "benchmarks" / "results") -> str:
     return "\n".join(lines) + "\n"
 
 
-def generated(text: str) -> str:
-    head, begin, rest = text.partition(BEGIN)
-    _, end, tail = rest.partition(END)
-    if not begin or not end:
-        raise SystemExit(f"sweep_summary: {DOC} has no {BEGIN} ... {END} markers")
-    return f"{head}{BEGIN}\n{table()}{END}{tail}"
+def generated(page: Path = DOC) -> str:
+    try:
+        return between_markers(page, BEGIN, END, table())
+    except ValueError as exc:
+        raise SystemExit(f"sweep_summary: {exc}") from None
 
 
 def main(argv: list[str]) -> int:
@@ -117,7 +117,7 @@ def main(argv: list[str]) -> int:
         print(__doc__.strip().splitlines()[-1], file=sys.stderr)
         return 2
     text = DOC.read_text()
-    new = generated(text)
+    new = generated()
     if argv:
         if new != text:
             print(f"{DOC.relative_to(REPO)} is not current: run python scripts/sweep_summary.py",

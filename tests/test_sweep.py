@@ -6,6 +6,10 @@ from __future__ import annotations
 
 import json
 import math
+import os
+import subprocess
+import sys
+import time
 from pathlib import Path
 from types import SimpleNamespace
 
@@ -249,6 +253,26 @@ def test_a_worker_that_hangs_is_stopped_and_the_rest_runs(monkeypatch):
     records = _unit_records(["ok-1", "hang", "ok-2"], monkeypatch, timeout=3)
     assert records["hang"] == {"outcome": "run-time-error", "detail": "no result within 3 s"}
     assert records["ok-1"]["outcome"] == records["ok-2"]["outcome"] == "pass"
+
+
+def test_a_worker_ends_when_the_sweep_that_started_it_is_killed(tmp_path):
+    pid_file = tmp_path / "worker.pid"
+    sweep_process = subprocess.Popen(
+        [sys.executable, "-c", "from npu_fixes.tools import sweep; sweep.WORKER = 'tests.sweep_stub_worker'; "
+         "sweep._run_unit(sweep.Unit('fixed', ['hang']), 'nowhere', 60, print)"],
+        cwd=Path(__file__).resolve().parent.parent, env=dict(os.environ, SWEEP_STUB_PID_FILE=str(pid_file)),
+    )
+    deadline = time.monotonic() + 30
+    while not pid_file.is_file() or not pid_file.read_text():
+        assert time.monotonic() < deadline, "the stub worker never started"
+        time.sleep(0.1)
+    worker = int(pid_file.read_text())
+    sweep_process.kill()
+    sweep_process.wait()
+    deadline = time.monotonic() + 10
+    while Path(f"/proc/{worker}").exists() and Path(f"/proc/{worker}/stat").read_text().split()[2] != "Z":
+        assert time.monotonic() < deadline, "the worker outlived the sweep that started it"
+        time.sleep(0.1)
 
 
 def test_a_worker_that_cannot_start_stops_the_sweep(monkeypatch):

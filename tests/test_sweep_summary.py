@@ -62,9 +62,11 @@ def test_a_folder_naming_no_commit_of_the_history_is_refused(summary, tmp_path):
         summary.newest_reports(tmp_path)
 
 
-def test_a_page_without_the_markers_is_refused(summary):
-    with pytest.raises(SystemExit, match="no <!-- sweep-runs:begin"):
-        summary.generated("# no table here\n")
+def test_a_page_without_the_markers_is_refused(summary, tmp_path):
+    page = tmp_path / "sweep.md"
+    page.write_text("# no table here\n")
+    with pytest.raises(SystemExit, match="sweep.md has no <!-- sweep-runs:begin"):
+        summary.generated(page)
 
 
 def test_every_outcome_is_counted_in_both_configurations_and_summed(summary, tmp_path):

@@ -125,13 +125,18 @@ def generate(root: Path = _REPO) -> dict[Path, str]:
     for fix, module_name in zip(all_fixes(), MODULES, strict=True):
         files[root / "docs" / "fixes" / f"{fix.name}.md"] = fix_page(fix, module_name)
     readme = root / "README.md"
-    text = readme.read_text()
-    head, begin, rest = text.partition(BEGIN)
-    _, end, tail = rest.partition(END)
-    if not begin or not end:
-        raise ValueError(f"{readme} has no {BEGIN} ... {END} markers")
-    files[readme] = f"{head}{BEGIN}\n{summary_table()}{END}{tail}"
+    files[readme] = between_markers(readme, BEGIN, END, summary_table())
     return files
+
+
+def between_markers(page: Path, begin: str, end: str, body: str) -> str:
+    """``page``'s text with what lies between its ``begin`` and ``end`` marker lines replaced
+    by ``body``; ValueError where it lacks them."""
+    head, found_begin, rest = page.read_text().partition(begin)
+    _, found_end, tail = rest.partition(end)
+    if not found_begin or not found_end:
+        raise ValueError(f"{page} has no {begin} ... {end} markers")
+    return f"{head}{begin}\n{body}{end}{tail}"
 
 
 def stale(root: Path = _REPO) -> list[Path]:

@@ -520,6 +520,18 @@ def run_sample(s: corpus.Sample, launches: list, order: ProgramOrder) -> dict[st
     return record | {"outcome": "wrong"}
 
 
+def end_with_the_sweep() -> None:
+    """End this worker process once the sweep that started it is gone, killed too: the sweep
+    gives it a standard input it never writes, whose read returns only when the sweep's end of
+    it closes."""
+
+    def watch() -> None:
+        sys.stdin.read()
+        os._exit(1)
+
+    threading.Thread(target=watch, daemon=True).start()
+
+
 def worker(location: str, with_fixes: bool, ids: Sequence[str]) -> None:
     """Run ``ids`` through the backend at ``location``, one JSON line per sample on stdout."""
     import logging
@@ -591,6 +603,7 @@ def _run_unit(unit: Unit, location: str, timeout: float, done: Callable[[str, st
         proc = subprocess.Popen(
             [sys.executable, "-m", WORKER, spec.name],
             env=env,
+            stdin=subprocess.PIPE,  # never written: see end_with_the_sweep
             stdout=subprocess.PIPE,
             stderr=subprocess.PIPE,
             text=True,
@@ -628,6 +641,7 @@ def _run_unit(unit: Unit, location: str, timeout: float, done: Callable[[str, st
             except subprocess.TimeoutExpired:
                 proc.kill()
                 proc.wait()
+            proc.stdin.close()
             for reader in readers:
                 reader.join(timeout=5)
             os.unlink(spec.name)
@@ -853,6 +867,7 @@ def main(argv: Sequence[str]) -> None:
         return _answer_without_a_backend()
     with open(argv[0]) as f:
         spec = json.load(f)
+    end_with_the_sweep()
     worker(spec["location"], spec["with_fixes"], spec["ids"])
 
 
