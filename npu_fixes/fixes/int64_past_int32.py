@@ -18,13 +18,22 @@
   (``out_ptr*``, ``in_out_ptr*``, mutated graph inputs, a split sum's ``ws_ptr`` workspace),
   whose contents may be uninitialised
   (a sum's 0-dim result and its epilogue share an ``in_out_ptr`` that holds whatever its
-  allocation held), and launches during graph capture, where a synchronisation is not allowed.
+  allocation held); buffers the compiled code allocates for itself (its ``empty_strided_npu``,
+  wrapped to note each int64 buffer's storage while it lives), which hold what the backend's kernels wrote, in int32's range, or
+  what the allocation held: Inductor's circular ``pad`` reads such a buffer before anything
+  writes it and overwrites what it read (a launch the guard stopped, though the result was
+  eager's); and launches during graph capture, where a synchronisation is not allowed. So an
+  int64 value past int32 that an extern kernel writes into such a buffer (``out=``), or that
+  eager code writes in place into a compiled graph's output passed to a graph again, is not seen.
   This guard comes after boundary-downcast in the list, so that it is the outermost layer.
 """
 
 from __future__ import annotations
 
+import functools
+import sys
 import types
+import weakref
 from collections.abc import Callable, Collection, Mapping
 from typing import Any
 
@@ -45,6 +54,10 @@ TARGET = "_wrap_launcher_with_downcast"
 WORKAROUND = ("keep int64 values past int32 (hashes, large counts or offsets, int64 extremes as values) "
               "out of compiled code")
 PROBE_VALUE = 2**31 + 7
+#: Where the code a graph compiles to gets the allocator of its own buffers: its header binds
+#: ``empty_strided_npu = torch_npu._C._empty_strided_npu``; CPU buffers (the CPU harness's
+#: kernels) come from ``torch._C._dynamo.guards._empty_strided_cpu``.
+ALLOCATORS = ("torch_npu._C._empty_strided_npu", "torch._C._dynamo.guards._empty_strided_cpu")
 
 
 class Int64PastInt32(OverflowError):
@@ -80,10 +93,32 @@ def check(kernel: str, named: list[tuple[str, Any]]) -> None:
                 f"where the kernel never reads those values, NPU_FIXES_DISABLE=int64-past-int32")
 
 
+def track_allocations(patcher: Patcher, allocated: weakref.WeakSet) -> None:
+    """Wrap each of :data:`ALLOCATORS` that exists so that the storage of every int64 buffer it
+    allocates joins ``allocated`` (and leaves it with the buffer's last view)."""
+    import torch
+
+    def tracked(allocate: Callable[..., Any], instance: Any, args: tuple, kwargs: dict) -> Any:
+        buffer = allocate(*args, **kwargs)
+        if buffer.dtype == torch.int64:
+            allocated.add(buffer.untyped_storage())
+        return buffer
+
+    for dotted in ALLOCATORS:
+        root, *path, attr = dotted.split(".")
+        try:
+            owner = functools.reduce(getattr, path, sys.modules[root])
+        except (KeyError, AttributeError):
+            continue
+        if hasattr(owner, attr):
+            patcher.wrap(owner, attr, tracked)
+
+
 def checking(narrowing: Callable[..., Any], def_args: Collection[str], positions: list[tuple[int, str]],
-             kernel: str) -> Callable[..., Any]:
+             kernel: str, allocated: weakref.WeakSet) -> Callable[..., Any]:
     """``narrowing`` (the launcher the backend's wrapper returned) preceded by :func:`check`
-    of the int64 arguments at ``positions``, except during graph capture."""
+    of the int64 arguments at ``positions`` that are not buffers of ``allocated``, except
+    during graph capture."""
     import torch
 
     n_def, Tensor, detector = len(def_args), torch.Tensor, capture_detector()
@@ -91,7 +126,8 @@ def checking(narrowing: Callable[..., Any], def_args: Collection[str], positions
     def checked_launcher(*args: Any, stream: Any = None, **kwargs: Any) -> Any:
         if len(args) >= n_def and not is_capturing(detector):
             check(kernel, [(name, args[i]) for i, name in positions
-                           if isinstance(args[i], Tensor) and args[i].dtype == torch.int64])
+                           if isinstance(args[i], Tensor) and args[i].dtype == torch.int64
+                           and args[i].untyped_storage() not in allocated])
         return narrowing(*args, stream=stream, **kwargs)
 
     return with_launcher_attrs(checked_launcher, narrowing)
@@ -120,6 +156,9 @@ def probe(module: types.ModuleType) -> Probe:
 
 
 def install(module: types.ModuleType, patcher: Patcher) -> None:
+    allocated: weakref.WeakSet = weakref.WeakSet()
+    track_allocations(patcher, allocated)
+
     def guard(narrowing: Any, launcher: Any, def_args: Collection[str], downcast_args: Mapping[str, str],
               mutated_arg_names: Collection[str]) -> Any:
         plan = boundary_plan(module._DTYPE_DOWNCAST_MAP, def_args, downcast_args, mutated_arg_names)
@@ -127,7 +166,7 @@ def install(module: types.ModuleType, patcher: Patcher) -> None:
         if not positions:
             return narrowing
         kernel = getattr(getattr(launcher, "fn", None), "__name__", None) or "triton kernel"
-        return checking(narrowing, def_args, positions, kernel)
+        return checking(narrowing, def_args, positions, kernel, allocated)
 
     layer_launchers(module, patcher, TARGET, guard)
 

@@ -60,8 +60,8 @@ def guarded(location: str) -> dict:
 def layer(location: str) -> dict:
     """With npu_fixes applied: a recording launcher wrapped by the live wrapper, launched with
     an int64 input, an ``in_out_ptr``, a mutated ``in_ptr`` and a pure output each holding
-    ``2**31`` in turn, and once during graph capture: the error's first words, or what the
-    kernel saw."""
+    ``2**31`` in turn, an input allocated as compiled code allocates its buffers holding it, and
+    once during graph capture: the error's first words, or what the kernel saw."""
     import os
     from types import SimpleNamespace
 
@@ -92,6 +92,11 @@ def layer(location: str) -> dict:
 
     out = {name: launch(name) for name in names[:4]}
     out["none"] = launch(None)
+    buffer = torch._C._dynamo.guards._empty_strided_cpu((1,), (1,), torch.int64)  # as compiled code allocates
+    buffer.fill_(2**31)
+    seen.clear()
+    wrapped(buffer, *[torch.tensor([5])] * 3, 1, stream=None)
+    out["allocated"] = seen[0][:4]
     npu = getattr(torch, "npu", None)
     torch.npu = SimpleNamespace(is_current_stream_capturing=lambda: True)
     capturing = m._wrap_launcher_with_downcast(launcher, dict.fromkeys(names[:4], "*i64"), ["in_ptr1"])
