@@ -19,12 +19,13 @@
   whose contents may be uninitialised
   (a sum's 0-dim result and its epilogue share an ``in_out_ptr`` that holds whatever its
   allocation held); buffers the compiled code allocates for itself (its ``empty_strided_npu``,
-  wrapped to note each int64 buffer's storage while it lives), which hold what the backend's kernels wrote, in int32's range, or
-  what the allocation held: Inductor's circular ``pad`` reads such a buffer before anything
-  writes it and overwrites what it read (a launch the guard stopped, though the result was
-  eager's); and launches during graph capture, where a synchronisation is not allowed. So an
-  int64 value past int32 that an extern kernel writes into such a buffer (``out=``), or that
-  eager code writes in place into a compiled graph's output passed to a graph again, is not seen.
+  wrapped to note each int64 buffer's storage while it lives), which hold what the backend's
+  kernels wrote, in int32's range, or what the allocation held: Inductor's circular ``pad``
+  reads such a buffer before anything writes it and overwrites what it read (a launch the
+  guard stopped, though the result was eager's); and launches during graph capture, where a
+  synchronisation is not allowed. So an int64 value past int32 that an extern kernel writes
+  into such a buffer (``out=``), or that eager code writes in place into a compiled graph's
+  output passed to a graph again, is not seen.
   This guard comes after boundary-downcast in the list, so that it is the outermost layer.
 """
 
