@@ -20,6 +20,7 @@ import platform
 import statistics
 import sys
 import time
+import weakref
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
@@ -40,7 +41,8 @@ def variants(shape: tuple[int, int]) -> dict:
     wrapped = wrap_launcher(rd.DOWNCAST_MODULE, launcher, rd.DOWNCAST_ARGS, rd.MUTATED)
     plan = boundary_plan(rd.DOWNCAST_MODULE._DTYPE_DOWNCAST_MAP, launcher._npu_def_args, rd.DOWNCAST_ARGS,
                          rd.MUTATED)
-    guarded = checking(wrapped, launcher._npu_def_args, checked_arguments(plan), "halve_where_kernel")
+    guarded = checking(wrapped, launcher._npu_def_args, checked_arguments(plan), "halve_where_kernel",
+                       weakref.WeakSet())  # every input checked: none allocated by a compiled graph
     out = torch.empty_like(io)
     args = (io, in0, cond, out, io.numel())
     return {"without": lambda: wrapped(*args), "with the guard": lambda: guarded(*args)}

@@ -30,6 +30,7 @@ import math
 import os
 import platform
 import sys
+import weakref
 from collections.abc import Callable, Iterator
 from pathlib import Path
 from types import SimpleNamespace
@@ -311,7 +312,7 @@ def overflow_row(device: str) -> Row:
     launcher = compiled_launcher(io, in0)
     plan = boundary_plan(DOWNCAST_MODULE._DTYPE_DOWNCAST_MAP, launcher._npu_def_args, DOWNCAST_ARGS, MUTATED)
     launch = checking(wrap_launcher(DOWNCAST_MODULE, launcher, DOWNCAST_ARGS, MUTATED), launcher._npu_def_args,
-                      checked_arguments(plan), "downcast kernel")
+                      checked_arguments(plan), "downcast kernel", weakref.WeakSet())  # none allocated by a graph
     label = "int64-past-int32 guard, an input holds 2**31"
     try:
         launch(io, in0, cond, torch.empty_like(io), io.numel())
