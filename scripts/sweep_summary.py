@@ -71,16 +71,16 @@ def outcome_rows(reports: dict[str, tuple[Path, dict]]) -> list[str]:
     lines = ["| state | samples | " + " | ".join(f"`{o}`" for o in OUTCOMES) + " |",
              "|" + "---|" * (len(OUTCOMES) + 2)]
     total: dict[str, Counter] = {"built": Counter(), "fixed": Counter()}
+    runs = samples = 0
     for state in STATES:
         if state not in reports:
             continue
         report = reports[state][1]
         for config in total:
             total[config].update(report["counts"][config])
+        runs, samples = runs + 1, samples + report["samples"]
         lines.append(f"| {state} | {report['samples']:,} | "
                      + " | ".join(_pair(report["counts"], o) for o in OUTCOMES) + " |")
-    runs = sum(1 for s in STATES if s in reports)
-    samples = sum(reports[s][1]["samples"] for s in STATES if s in reports)
     lines.append(f"| all {runs} | {samples:,} | " + " | ".join(_pair(total, o) for o in OUTCOMES) + " |")
     return lines
 

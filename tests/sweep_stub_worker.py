@@ -1,8 +1,9 @@
 """A stand-in for the sweep's worker process (``npu_fixes.tools.sweep``), driven by its
 sample ids: ``ok-N`` answers pass, ``noise-N`` prints a line that is no result first,
-``crash`` exits with a message, ``hang`` sleeps, ``refuse`` exits at once (before any
-result) when it is the first id, ``hang`` writing its process id to ``PID_FILE``, ``env`` passes with ``NPU_FIXES`` as it finds it. Like the
-real worker, it ends when the sweep that started it is gone."""
+``crash`` exits with a message, ``hang`` sleeps (its process id written to the file
+``PID_FILE`` names, if set), ``refuse`` exits at once (before any result) when it is the first
+id, ``env`` passes with ``NPU_FIXES`` as it finds it. Like the real worker, it ends when the
+sweep that started it is gone."""
 
 from __future__ import annotations
 

@@ -18,6 +18,7 @@ import torch
 
 from npu_fixes.tools import sweep
 from tests.conftest import cli, wheel_install
+from tests.sweep_stub_worker import PID_FILE
 
 
 def test_difference_judges_values_nan_and_integers():
@@ -260,7 +261,7 @@ def test_a_worker_ends_when_the_sweep_that_started_it_is_killed(tmp_path):
     sweep_process = subprocess.Popen(
         [sys.executable, "-c", "from npu_fixes.tools import sweep; sweep.WORKER = 'tests.sweep_stub_worker'; "
          "sweep._run_unit(sweep.Unit('fixed', ['hang']), 'nowhere', 60, print)"],
-        cwd=Path(__file__).resolve().parent.parent, env=dict(os.environ, SWEEP_STUB_PID_FILE=str(pid_file)),
+        cwd=Path(__file__).resolve().parent.parent, env=dict(os.environ, **{PID_FILE: str(pid_file)}),
     )
     deadline = time.monotonic() + 30
     while not pid_file.is_file() or not pid_file.read_text():
