@@ -14,13 +14,15 @@ from __future__ import annotations
 import datetime
 import json
 import os
-import subprocess
 import sys
 from collections import Counter
 from pathlib import Path
 
 REPO = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO))
+sys.path.insert(0, str(REPO / "scripts"))
+from sweep_states import head_commit, sweep  # noqa: E402
+
 from npu_fixes.tools.outcomes import FAILING, OUTCOMES  # noqa: E402
 
 #: The outcomes with npu_fixes that a re-judging takes up.
@@ -62,8 +64,7 @@ def main(argv: list[str]) -> int:
         return 2
     out = Path(argv[0])
     out.mkdir(parents=True, exist_ok=True)
-    commit = subprocess.run(["git", "rev-parse", "--short=7", "HEAD"], capture_output=True, text=True,
-                            cwd=REPO).stdout.strip() or "unknown"
+    commit = head_commit()
     lines = [
         f"# Samples of whole-corpus sweeps judged again ({datetime.date.today().isoformat()}, "
         f"commit {commit}, {os.cpu_count()}-core CPU machine)",
@@ -80,16 +81,9 @@ def main(argv: list[str]) -> int:
         report_path, location = arg.split("=", 1)
         then = json.loads(Path(report_path).read_text())
         state = Path(report_path).stem
-        proc = subprocess.run(
-            [sys.executable, "-m", "npu_fixes", "sweep", "--torch-npu", location, "--json",
-             "--samples", ",".join(taken(then))],
-            capture_output=True, text=True, env=dict(os.environ, TORCH_DEVICE_BACKEND_AUTOLOAD="0"),
-        )
-        if proc.returncode not in (0, 1):
-            print(f"{state}: npu-fixes sweep failed ({proc.returncode}): {proc.stderr[-2000:]}",
-                  file=sys.stderr)
+        now = sweep(state, location, "--samples", ",".join(taken(then)))
+        if now is None:
             return 2
-        now = json.loads(proc.stdout)
         (out / f"{state}.json").write_text(json.dumps(now, indent=1) + "\n")
         lines += rows(state, Path(report_path).parent.name, then, now)
         failing |= bool(now["silent_with_npu_fixes"] or now["regressions"] or now["unexplained"])

@@ -35,6 +35,27 @@ sys.path.insert(0, str(REPO))
 from npu_fixes.tools.sweep import CONFIGS, OUTCOMES  # noqa: E402
 
 
+def head_commit() -> str:
+    """This checkout's commit, short (``unknown`` outside git)."""
+    git = subprocess.run(["git", "rev-parse", "--short=7", "HEAD"], capture_output=True, text=True, cwd=REPO)
+    return git.stdout.strip() or "unknown"
+
+
+def sweep(name: str, location: str, *args: str) -> dict | None:
+    """``npu-fixes sweep --torch-npu LOCATION --json ARGS`` in a process of its own: its report, or
+    ``None`` where it did not finish (what it said printed, named ``name``)."""
+    proc = subprocess.run(
+        [sys.executable, "-m", "npu_fixes", "sweep", "--torch-npu", location, "--json", *args],
+        capture_output=True,
+        text=True,
+        env=dict(os.environ, TORCH_DEVICE_BACKEND_AUTOLOAD="0"),
+    )
+    if proc.returncode not in (0, 1):
+        print(f"{name}: npu-fixes sweep failed ({proc.returncode}): {proc.stderr[-2000:]}", file=sys.stderr)
+        return None
+    return json.loads(proc.stdout)
+
+
 def readme(rows: list[tuple[str, dict, float, int]], extra: list[str], today: str, commit: str) -> str:
     """The counts per state and outcome, and the failures with npu_fixes by class."""
     lines = [
@@ -128,12 +149,7 @@ def main(argv: list[str]) -> int:
         return 2
     states = dict(a.split("=", 1) for a in argv[:split])
     extra = argv[split + 1 :]
-    commit = (
-        subprocess.run(
-            ["git", "rev-parse", "--short=7", "HEAD"], capture_output=True, text=True, cwd=REPO
-        ).stdout.strip()
-        or "unknown"
-    )
+    commit = head_commit()
     today = datetime.date.today().isoformat()
     results = REPO / "benchmarks" / "results"
     started = sorted(results.glob(f"*_{commit}_cpu-{os.cpu_count()}core_sweep"))  # a run to go on with
@@ -147,20 +163,10 @@ def main(argv: list[str]) -> int:
         journal.parent.mkdir(parents=True, exist_ok=True)
         unpack(journal)
         started = time.monotonic()
-        proc = subprocess.run(
-            [sys.executable, "-m", "npu_fixes", "sweep", "--torch-npu", path, "--json",
-             "--journal", str(journal), *extra],
-            capture_output=True,
-            text=True,
-            env=dict(os.environ, TORCH_DEVICE_BACKEND_AUTOLOAD="0"),
-        )
-        if proc.returncode not in (0, 1):
-            print(
-                f"{name}: npu-fixes sweep failed ({proc.returncode}): {proc.stderr[-2000:]}", file=sys.stderr
-            )
+        report = sweep(name, path, "--journal", str(journal), *extra)
+        if report is None:
             return 2
         pack(journal)
-        report = json.loads(proc.stdout)
         report["records"] = {i: r for i, r in report["records"].items()  # the journal has the rest
                              if {c["outcome"] for c in r.values()} - {"pass", "no-kernel"}}
         (out / f"{name}.json").write_text(json.dumps(report, indent=1) + "\n")

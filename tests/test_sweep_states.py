@@ -1,4 +1,5 @@
-"""scripts/sweep_states.py's journals in the repository: gzipped copies written and read back."""
+"""scripts/sweep_states.py: its journals in the repository (gzipped copies written and read back), its
+README and the sweep it runs per state."""
 
 from __future__ import annotations
 
@@ -31,6 +32,12 @@ def test_a_packed_journal_starts_a_missing_one_and_leaves_a_present_one(states, 
 def test_bad_usage_exits_2_and_names_the_problem(states, argv, capsys):
     assert states.main(argv) == 2
     assert "Usage: python scripts/sweep_states.py" in capsys.readouterr().err
+
+
+def test_a_sweep_that_does_not_finish_gives_no_report_and_names_the_state(states, capsys):
+    assert states.sweep("bafc50684", "/no/such/torch_npu", "--samples", "gen:1") is None
+    err = capsys.readouterr().err
+    assert "bafc50684: npu-fixes sweep failed (2)" in err and "/no/such/torch_npu: no such file" in err
 
 
 def _row(name: str, n: int) -> tuple[str, dict, float, int]:
