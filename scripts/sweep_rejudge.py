@@ -21,7 +21,7 @@ from pathlib import Path
 REPO = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO))
 sys.path.insert(0, str(REPO / "scripts"))
-from sweep_states import head_commit, sweep  # noqa: E402
+from sweep_states import fails, head_commit, sweep  # noqa: E402
 
 from npu_fixes.tools.outcomes import FAILING, OUTCOMES  # noqa: E402
 
@@ -86,7 +86,7 @@ def main(argv: list[str]) -> int:
             return 2
         (out / f"{state}.json").write_text(json.dumps(now, indent=1) + "\n")
         lines += rows(state, Path(report_path).parent.name, then, now)
-        failing |= bool(now["silent_with_npu_fixes"] or now["regressions"] or now["unexplained"])
+        failing |= fails(now)
         print(f"{state}: {len(now['records'])} samples: {json.dumps(now['counts'])}", flush=True)
         (out / "README.md").write_text("\n".join(lines))
     print(f"written: {out}")

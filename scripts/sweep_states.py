@@ -56,6 +56,12 @@ def sweep(name: str, location: str, *args: str) -> dict | None:
     return json.loads(proc.stdout)
 
 
+def fails(report: dict) -> bool:
+    """Whether a sweep's ``report`` has a sample silently wrong with npu_fixes, a regression or an
+    unexplained failure (what makes these scripts exit 1)."""
+    return bool(report["silent_with_npu_fixes"] or report["regressions"] or report["unexplained"])
+
+
 def readme(rows: list[tuple[str, dict, float, int]], extra: list[str], today: str, commit: str) -> str:
     """The counts per state and outcome, and the failures with npu_fixes by class."""
     lines = [
@@ -171,7 +177,7 @@ def main(argv: list[str]) -> int:
                              if {c["outcome"] for c in r.values()} - {"pass", "no-kernel"}}
         (out / f"{name}.json").write_text(json.dumps(report, indent=1) + "\n")
         rows.append((name, report, (time.monotonic() - started) / 60, report["from_journal"]))
-        failing |= bool(report["silent_with_npu_fixes"] or report["regressions"] or report["unexplained"])
+        failing |= fails(report)
         print(
             f"{name}: {report['samples']} samples in {rows[-1][2]:.1f} min: {json.dumps(report['counts'])}",
             flush=True,

@@ -40,6 +40,13 @@ def test_a_sweep_that_does_not_finish_gives_no_report_and_names_the_state(states
     assert "bafc50684: npu-fixes sweep failed (2)" in err and "/no/such/torch_npu: no such file" in err
 
 
+@pytest.mark.parametrize("key", ["silent_with_npu_fixes", "regressions", "unexplained"])
+def test_a_report_fails_on_a_silent_sample_a_regression_or_an_unexplained_failure(states, key):
+    clean = {"silent_with_npu_fixes": [], "regressions": [], "unexplained": []}
+    assert not states.fails(clean)
+    assert states.fails(dict(clean, **{key: ["gen:1"]}))
+
+
 def _row(name: str, n: int) -> tuple[str, dict, float, int]:
     counts = {"built": {"wrong": n}, "fixed": {"pass": n}}
     return name, {"corpus": "whole", "samples": n, "counts": counts, "regressions": [], "unexplained": [],
