@@ -4,7 +4,9 @@ in both configurations, with their sum over the states), generated from the repo
 ``scripts/sweep_states.py`` writes to
 ``benchmarks/results/*_sweep/<state>.json``. A report counts where its corpus is the whole one
 (``npu-fixes sweep`` with no argument that narrows it); of several at a state, the newest by
-the commit that recorded it. ``--check`` exits 1 where the table is not current.
+the commit that recorded it. A later ``scripts/sweep_rejudge.py`` report of that run
+(``benchmarks/results/*_rejudge/<state>.json``, judging exactly the samples it takes up) replaces
+those samples' records. ``--check`` exits 1 where the table is not current.
 
 Usage: python scripts/sweep_summary.py [--check]
 """
@@ -19,6 +21,9 @@ from pathlib import Path
 
 REPO = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO))
+sys.path.insert(0, str(REPO / "scripts"))
+from sweep_rejudge import taken  # noqa: E402
+
 from npu_fixes.shim.catalogue import COMMITS, WHEELS  # noqa: E402
 from npu_fixes.tools.catalogue import between_markers  # noqa: E402
 from npu_fixes.tools.corpus import Selection  # noqa: E402
@@ -30,28 +35,58 @@ END = "<!-- sweep-runs:end -->"
 STATES = (*COMMITS, *(f"wheel-{v}" for v in WHEELS))
 
 
-def newest_reports(results: Path) -> dict[str, tuple[Path, dict]]:
-    """State -> (report file, report) of the newest whole-corpus run at that state."""
+def newest_reports(results: Path) -> dict[str, tuple[str, dict]]:
+    """State -> (the runs' folders, report) of the newest whole-corpus run at that state, with
+    the re-judgings of it made after it applied in order."""
     history = subprocess.run(["git", "rev-list", "HEAD"], cwd=REPO,
                              capture_output=True, text=True, check=True).stdout.split()  # newest first
+
+    def age(path: Path) -> int:
+        commit = path.parent.name.split("_")[1]
+        found = next((n for n, full in enumerate(history) if full.startswith(commit)), None)
+        if found is None:
+            raise SystemExit(f"sweep_summary: {path.parent.name}: {commit} is not a commit of this history")
+        return found
+
     whole = Selection().label()
-    found: dict[str, tuple[int, Path, dict]] = {}
+    runs: dict[str, tuple[int, Path, dict]] = {}
     for path in sorted(results.glob("*_sweep/*.json")):
         if path.stem not in STATES:
             continue
         report = json.loads(path.read_text())
         if report["corpus"] != whole:
             continue
-        commit = path.parent.name.split("_")[1]
-        age = next((n for n, full in enumerate(history) if full.startswith(commit)), None)
-        if age is None:
-            raise SystemExit(f"sweep_summary: {path.parent.name}: {commit} is not a commit of this history")
-        if path.stem not in found or age < found[path.stem][0]:
-            found[path.stem] = (age, path, report)
-    return {state: (path, report) for state, (_, path, report) in found.items()}
+        if path.stem not in runs or age(path) < runs[path.stem][0]:
+            runs[path.stem] = (age(path), path, report)
+    found = {}
+    for state, (run_age, path, report) in runs.items():
+        names = [f"`{path.parent.name}`"]
+        for again in sorted(results.glob(f"*_rejudge/{state}.json"), key=age, reverse=True):  # oldest first
+            judged = json.loads(again.read_text())
+            if age(again) < run_age and set(judged["records"]) == set(taken(report)):
+                report = judged_again(report, judged)
+                names.append(f"`{again.parent.name}`")
+        found[state] = (" + ".join(names), report)
+    return found
 
 
-def row(state: str, path: Path, report: dict) -> str:
+def judged_again(report: dict, again: dict) -> dict:
+    """``report`` with the samples ``again`` judged again taking its records and verdicts."""
+    ids = set(again["records"])
+    counts = {}
+    for config, count in report["counts"].items():
+        new = Counter(count)
+        new.subtract(report["records"][i][config]["outcome"] for i in ids)
+        new.update(r[config]["outcome"] for r in again["records"].values())
+        counts[config] = {o: n for o, n in new.items() if n}
+    kept = {key: [i for i in report[key] if i not in ids] + again[key]
+            for key in ("regressions", "unexplained")}
+    classes = {i: c for i, c in report["classes"].items() if i not in ids} | again["classes"]
+    return {**report, **kept, "counts": counts, "classes": classes,
+            "records": {**report["records"], **again["records"]}}
+
+
+def row(state: str, runs: str, report: dict) -> str:
     """One state's run: what fails as built, and what those samples are with npu_fixes."""
     counts = report["counts"]
     failing = {i: r for i, r in report["records"].items() if r["built"]["outcome"] in FAILING}
@@ -60,13 +95,13 @@ def row(state: str, path: Path, report: dict) -> str:
                       if r["fixed"]["outcome"] in FAILING)
     built = sum(counts["built"].get(o, 0) for o in FAILING)
     fixed = sum(counts["fixed"].get(o, 0) for o in FAILING)
-    return (f"| {state} | `{path.parent.name}` | {report['samples']:,} | {built:,} | {after['pass']:,} | "
+    return (f"| {state} | {runs} | {report['samples']:,} | {built:,} | {after['pass']:,} | "
             f"{after['no-kernel']:,} | {after['harness-limit']:,} | {fixed:,} | "
             + (", ".join(f"`{c}` {n}" for c, n in sorted(classes.items())) or "none")
             + f" | {len(report['regressions'])} | {len(report['unexplained'])} |")
 
 
-def outcome_rows(reports: dict[str, tuple[Path, dict]]) -> list[str]:
+def outcome_rows(reports: dict[str, tuple[str, dict]]) -> list[str]:
     """Every outcome's count as built and with npu_fixes, a state a row, and their sum."""
     lines = ["| state | samples | " + " | ".join(f"`{o}`" for o in OUTCOMES) + " |",
              "|" + "---|" * (len(OUTCOMES) + 2)]
@@ -92,7 +127,7 @@ def _pair(counts: dict, outcome: str) -> str:
 def table(results: Path = REPO / "benchmarks" / "results") -> str:
     reports = newest_reports(results)
     lines = [
-        "| state | run (`benchmarks/results/`) | samples | fail as built | of those, pass with npu_fixes "
+        "| state | runs (`benchmarks/results/`) | samples | fail as built | of those, pass with npu_fixes "
         "| run no kernel | harness limit | fail with npu_fixes | their classes | regressions | unexplained |",
         "|" + "---|" * 11,
     ]

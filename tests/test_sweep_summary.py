@@ -48,9 +48,9 @@ def test_the_newest_whole_run_is_taken_and_a_part_of_the_corpus_is_not(summary, 
     _report(tmp_path / f"2026-01-02_{newer}_cpu-2core_sweep", "8bfbb9ed1", part, {"a": _pair("wrong", "pass")}, {})
     found = summary.newest_reports(tmp_path)
     assert set(found) == {"bafc50684"}
-    path, report = found["bafc50684"]
-    assert newer in path.parent.name
-    row = summary.row("bafc50684", path, report)
+    runs, report = found["bafc50684"]
+    assert runs == f"`2026-01-01_{newer}_cpu-2core_sweep`"
+    row = summary.row("bafc50684", runs, report)
     # 2 fail as built; of those 1 passes, 0 run no kernel, 0 limits; 1 fails, unexplained
     assert row.split(" | ")[3:9] == ["2", "1", "0", "0", "1", "`UNEXPLAINED` 1"]
     assert row.endswith("| 0 | 1 |")
@@ -82,3 +82,32 @@ def test_every_outcome_is_counted_in_both_configurations_and_summed(summary, tmp
     assert cells["| bafc50684"][:4] == ["2", "1 / 2", "0 / 0", "1 / 0"]
     assert cells["| all 2"][:5] == ["3", "1 / 2", "0 / 0", "1 / 0", "1 / 0"]
     assert cells["| all 2"][-2] == "0 / 1"  # harness-limit
+
+
+def test_a_later_rejudging_of_the_run_replaces_the_samples_it_judged_again(summary, tmp_path):
+    newest, middle, oldest = _commits(3)
+    whole = Selection().label()
+    run = {"a": _pair("wrong", "run-time-error"), "b": _pair("wrong", "harness-limit"), "c": _pair("wrong", "pass")}
+    _report(tmp_path / f"2026-01-01_{oldest}_cpu-2core_sweep", "bafc50684", whole, run, {"a": None})
+    # judges again exactly the samples failing or at a harness limit with npu_fixes: taken up
+    _report(tmp_path / f"2026-01-02_{middle}_cpu-2core_rejudge", "bafc50684", "--samples a,b",
+            {"a": _pair("wrong", "pass"), "b": _pair("wrong", "harness-limit")}, {})
+    # another set of samples (a rejudging of some other run): left out
+    _report(tmp_path / f"2026-01-03_{newest}_cpu-2core_rejudge", "bafc50684", "--samples a",
+            {"a": _pair("wrong", "wrong")}, {"a": None})
+    runs, report = summary.newest_reports(tmp_path)["bafc50684"]
+    assert runs == f"`2026-01-01_{oldest}_cpu-2core_sweep` + `2026-01-02_{middle}_cpu-2core_rejudge`"
+    assert report["counts"] == {"built": {"wrong": 3}, "fixed": {"pass": 2, "harness-limit": 1}}
+    assert report["unexplained"] == [] and report["classes"] == {}
+    assert summary.row("bafc50684", runs, report).split(" | ")[3:9] == ["3", "2", "0", "1", "0", "none"]
+
+
+def test_a_rejudging_older_than_the_run_is_not_applied(summary, tmp_path):
+    newer, older = _commits(2)
+    whole = Selection().label()
+    _report(tmp_path / f"2026-01-02_{newer}_cpu-2core_sweep", "bafc50684", whole,
+            {"a": _pair("wrong", "run-time-error")}, {"a": None})
+    _report(tmp_path / f"2026-01-01_{older}_cpu-2core_rejudge", "bafc50684", "--samples a",
+            {"a": _pair("wrong", "pass")}, {})
+    runs, report = summary.newest_reports(tmp_path)["bafc50684"]
+    assert runs == f"`2026-01-02_{newer}_cpu-2core_sweep`" and report["unexplained"] == ["a"]
