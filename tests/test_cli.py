@@ -6,6 +6,7 @@ import json
 import zipfile
 
 import pytest
+import torch
 
 from npu_fixes.fixes import all_fixes
 from tests.conftest import FIXED_UPSTREAM, cli, run_python, wheel_path
@@ -16,7 +17,7 @@ BACKEND_FIXES = [f.name for f in BACKEND]
 #: What audit says of each backend fix on a published wheel (both have the same fixes' code):
 #: upstream's fixes, except the defects no published state has fixed, which are repaired or guarded.
 PUBLISHED = {f.name: ("needed", f.present_state.value) if f.name in UNFIXED
-             else ("absent", "-") if f.name in absent_at("2.13.0") else ("not-needed", "-")
+             else ("absent", "absent") if f.name in absent_at("2.13.0") else ("not-needed", "not-needed")
              for f in BACKEND}
 
 
@@ -58,8 +59,12 @@ def test_audit_source_tree(tmp_path):
 def test_audit_wheel_without_backend():
     code, report = audit_json(wheel_path("2.12.0.post3"))
     assert code == 0
-    assert all(f["before"] == "absent" and f["after"] == "-" for f in report["fixes"])
+    assert all(f["before"] == f["after"] == "absent" for f in report["fixes"])
     assert "no triton_experimental" in report["fixes"][0]["detail"]
+    assert report["summary"] == (f"{len(BACKEND)} absent: this torch_npu has no triton_experimental backend, "
+                                 "so none of these defects")
+    assert report["versions"] == {"torch": torch.__version__, "torch-npu": "2.12.0.post3", "triton": "3.6.0",
+                                  "triton-ascend": None}
 
 
 def test_audit_prefix_copy_all_five(prefix_copy):
@@ -93,8 +98,10 @@ def test_audit_table_output(prefix_copy):
     assert proc.returncode == 0
     lines = proc.stdout.splitlines()
     assert lines[0].startswith("torch_npu 2.13.0 at ")
-    assert lines[1].split()[:3] == ["fix", "before", "after"]
+    assert lines[1].startswith("versions: torch 2.13.0") and "torch-npu 2.13.0, triton 3.6.0" in lines[1]
+    assert lines[2].split()[:3] == ["fix", "before", "after"]
     assert any(line.split()[:3] == ["launch-grid", "needed", "applied"] for line in lines)
+    assert lines[-1].startswith("summary: ") and "applied" in lines[-1] and "left broken" not in lines[-1]
 
 
 @pytest.mark.parametrize("kind", ["plain_dir", "missing", "text_file"])

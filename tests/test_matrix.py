@@ -79,18 +79,18 @@ def test_audit_of_the_installed_torch_npu(row):
     assert report["torch_npu"]["version"] == (row.label if row.kind == "wheel" else "2.13.0")
     columns = {f["name"]: (f["before"], f["after"]) for f in report["fixes"]}
     if row.name == "wheel:2.12.0.post3":
-        assert proc.returncode == 0 and set(columns.values()) == {("absent", "-")}
+        assert proc.returncode == 0 and set(columns.values()) == {("absent", "absent")}
         return
     needed = expected_needed(row)
     if needed is None:  # unknown defects: each is not needed, applied, or guarded
-        assert set(columns.values()) <= {("not-needed", "-"), ("needed", "applied"),
+        assert set(columns.values()) <= {("not-needed", "not-needed"), ("needed", "applied"),
                                          ("needed", "upgrade-needed"), ("needed", "guarded"),
-                                         ("absent", "-")}, columns
+                                         ("absent", "absent")}, columns
         needed = frozenset(n for n, (before, _) in columns.items() if before == "needed")
         absent = frozenset(n for n, (before, _) in columns.items() if before == "absent")
     else:
         absent = expected_absent(row)
-    assert columns == {f.name: ("absent", "-") if f.name in absent else ("not-needed", "-") if f.name not in needed
+    assert columns == {f.name: ("absent", "absent") if f.name in absent else ("not-needed", "not-needed") if f.name not in needed
                        else ("needed", f.present_state.value) for f in BACKEND}
     assert proc.returncode == (3 if needed & UPGRADE_GUARDS else 0), proc.stderr
 

@@ -17,7 +17,7 @@ import pytest
 import torch
 
 from npu_fixes.tools import sweep
-from tests.conftest import cli, wheel_install
+from tests.conftest import cli, run_python, wheel_install, wheel_path
 from tests.sweep_stub_worker import PID_FILE
 
 
@@ -171,8 +171,31 @@ def test_bad_input_is_named(tmp_path):
     assert dtypes.returncode == 2 and "choose from float32, bfloat16, int64, bool" in dtypes.stderr
     jobs = cli("sweep", "--jobs", "0")
     assert jobs.returncode == 2 and "--jobs must be at least 1" in jobs.stderr
-    shown = cli("sweep", "--show", "gen:4")
-    assert shown.returncode == 0 and "def program(x):" in shown.stdout
+    for argv in (["--show", "gen:4"], ["--samples", "gen:4"]):  # no torch_npu installed here
+        named = cli("sweep", *argv)
+        assert named.returncode == 2 and named.stderr == (
+            "npu-fixes sweep: no torch_npu is installed here; pass --torch-npu PATH\n")
+    without = cli("sweep", "--torch-npu", str(wheel_path("2.12.0.post3")), "--samples", "gen:4")
+    assert without.returncode == 2 and without.stderr == (
+        f"npu-fixes sweep: {wheel_path('2.12.0.post3')}: this torch_npu has no triton_experimental backend, "
+        "nothing to sweep\n")
+
+
+def test_a_shown_sample_reproduces_through_the_backend_the_sweep_used(tmp_path):
+    """The program --show prints runs the sample as the sweep did: at the 2.14.0 wheel this one
+    is wrong as built (``NPU_FIXES=0``) and passes with npu_fixes, as the whole-corpus runs say."""
+    sample_id, wheel = "opinfo:as_strided_scatter:-:float32:fwd:static:2", wheel_path("2.14.0")
+    shown = cli("sweep", "--show", sample_id, "--torch-npu", str(wheel))
+    assert shown.returncode == 0, shown.stderr
+    assert shown.stdout.startswith(f"# npu-fixes sweep sample {sample_id}\n") and str(wheel) in shown.stdout
+    program = tmp_path / "sample.py"
+    program.write_text(shown.stdout)
+    outcomes = {}
+    for switch in ("0", "1"):
+        proc = run_python(f"import runpy; runpy.run_path({str(program)!r})", env={"NPU_FIXES": switch}, fresh=True)
+        record = json.loads(proc.stdout[proc.stdout.index("{"):])
+        outcomes[switch] = record["outcome"], record["id"]
+    assert outcomes == {"0": ("wrong", sample_id), "1": ("pass", sample_id)}
 
 
 CI_STATES = ("8bfbb9ed1", "bafc50684", "2.13.0")
@@ -345,10 +368,11 @@ def test_report_counts_regressions_and_unexplained_failures():
     assert report.regressions() == ["a", "e"] and report.worse() == ["d"]
     assert report.silent() == ["a", "d"] and report.unexplained() == ["a", "d"]
     text = sweep.summary(report)
-    assert ("passes as built, fails with npu_fixes (2):\n  a: wrong [UNEXPLAINED]: x\n"
-            "  e: skipped [UNEXPLAINED]: w") in text
-    assert text.count("  a: wrong") == 1, "a regression is listed once"
-    assert "an error as built, silently wrong with npu_fixes (1):\n  d: out-of-bounds" in text
+    assert "fail as built, not with npu_fixes (1), by their outcome as built:\n  wrong (1): b\n" in text
+    assert ("passes as built, fails with npu_fixes (2), by class:\n  UNEXPLAINED (2):\n    a: wrong: x\n"
+            "    e: skipped: w") in text
+    assert text.count("    a: wrong") == 1, "a regression is listed once"
+    assert "an error as built, silently wrong with npu_fixes (1), by class:\n  UNEXPLAINED (1):\n    d: out-of-bounds" in text
     assert "zero-dim-tensor: 1 samples" in text
 
 

@@ -23,6 +23,7 @@
 from __future__ import annotations
 
 import math
+import struct
 import types
 from collections.abc import Callable
 from typing import Any
@@ -61,10 +62,10 @@ def _float32(fact: Any) -> Any:
     """A constant fact's value as float32 holds it (1e48 is inf); any other fact as it is."""
     if not _constant(fact):
         return fact
-    import numpy as np
-
-    with np.errstate(over="ignore"):
-        return (fact[0], float(np.float32(fact[1])))
+    try:
+        return (fact[0], struct.unpack("f", struct.pack("f", fact[1]))[0])
+    except OverflowError:  # past float32's range: an infinity there
+        return (fact[0], math.copysign(math.inf, fact[1]))
 
 
 def transformed(name: str, facts: list[Any], lattice: Callable[[str, list[Any]], Any], unknown: Any) -> Any:

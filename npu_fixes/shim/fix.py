@@ -17,6 +17,11 @@ if TYPE_CHECKING:
     from .patcher import Patcher
 
 
+#: The versions the backend's fixes were tested with, by package: outside them none is applied.
+TESTED_WINDOWS = {"torch": SpecifierSet(">=2.13.0.dev0,<2.15"),
+                  "torch_npu": SpecifierSet(">=2.13.0.dev0,<2.15")}
+
+
 class State(str, enum.Enum):
     """What happened to one fix in this interpreter."""
 
@@ -69,8 +74,8 @@ class Fix:
     probe: Callable[[ModuleType], Probe]
     install: Callable[[ModuleType, Patcher], None] | None
     about: About
-    torch_window: SpecifierSet = SpecifierSet(">=2.13.0.dev0,<2.15")
-    torch_npu_window: SpecifierSet = SpecifierSet(">=2.13.0.dev0,<2.15")
+    torch_window: SpecifierSet = TESTED_WINDOWS["torch"]
+    torch_npu_window: SpecifierSet = TESTED_WINDOWS["torch_npu"]
     signatures: dict[str, tuple[str, ...]] = dataclasses.field(default_factory=dict)
     provides: tuple[str, ...] = ()
     repairable: bool = True

@@ -85,6 +85,7 @@ class Registry:
         self._lock = threading.RLock()
         self._armed = False
         self._warned_env = False
+        self._warned_versions: set[str] = set()
         self._watcher: _ImportWatcher | None = None
 
     # -- environment -----------------------------------------------------------------
@@ -170,6 +171,14 @@ class Registry:
                 logger.warning("npu_fixes: %s failed and was left untouched: %s", fix.name, detail)
             return rec
 
+    def _warn_out_of_window(self, found: str, spec: Any) -> None:
+        """One WARNING per version outside a window: its fixes are left out."""
+        if found not in self._warned_versions:
+            self._warned_versions.add(found)
+            logger.warning("npu_fixes: %s is outside the versions its fixes were tested with (%s): they "
+                           "are not applied here; `npu-fixes audit` says which defects this build has",
+                           found, spec)
+
     def _targets_still_ours(self, fix: Fix, module: ModuleType) -> bool:
         try:
             with self.patcher.scope(fix.name):
@@ -190,6 +199,7 @@ class Registry:
             ("torch_npu", fix.torch_npu_window, npu_v),
         ):
             if not versions.in_window(version, spec):
+                self._warn_out_of_window(f"{label} {version}", spec)
                 return State.OUT_OF_WINDOW, f"{label} {version} not in {spec}"
         try:
             fix.locate(module)

@@ -43,3 +43,56 @@ def in_window(version: str | None, spec: SpecifierSet) -> bool:
     except InvalidVersion:
         return True
     return spec.contains(parsed, prereleases=True)
+
+
+#: The distributions whose versions ``status`` and ``audit`` record.
+RECORDED = ("torch", "torch-npu", "triton", "triton-ascend")
+
+
+def seen(torch_npu: str | None = None) -> dict[str, str | None]:
+    """The versions a decision here is made with: torch and torch_npu as the fixes read them
+    (``torch_npu``, where given, stands for an audited one), Triton's distributions as
+    installed."""
+    found = {name: _distribution_version(name) for name in RECORDED}
+    found["torch"] = torch_version()
+    found["torch-npu"] = torch_npu if torch_npu is not None else torch_npu_version()
+    return found
+
+
+def declared_torch(requirements: list[str] | None) -> str | None:
+    """The torch a torch_npu build declares in its ``Requires-Dist`` lines (``==2.14.0.*``),
+    or None where it declares none or they are not known."""
+    from packaging.requirements import InvalidRequirement, Requirement
+
+    for line in requirements or ():
+        try:
+            requirement = Requirement(line)
+        except InvalidRequirement:
+            continue
+        if requirement.name.lower() == "torch" and not requirement.marker:
+            return str(requirement.specifier) or None
+    return None
+
+
+def installed_torch_npu_requirements() -> list[str] | None:
+    """The ``Requires-Dist`` lines of the installed torch_npu distribution (None: none installed)."""
+    try:
+        return metadata.requires("torch-npu") or []
+    except metadata.PackageNotFoundError:
+        return None
+
+
+def notes(windows: dict[str, SpecifierSet], torch: str | None, torch_npu: str | None,
+          torch_declared: str | None) -> list[str]:
+    """What a user must know about these versions: one outside ``windows`` (the fixes' own,
+    by package: nothing is applied then), and a torch other than the one torch_npu declares."""
+    found = []
+    for label, version in (("torch", torch), ("torch_npu", torch_npu)):
+        spec = windows.get(label)
+        if spec is not None and not in_window(version, spec):
+            found.append(f"{label} {version} is outside the versions npu_fixes was tested with ({spec}): "
+                         "its fixes are not applied (see `npu-fixes audit`: which defects this build has)")
+    if torch and torch_declared and not in_window(torch, SpecifierSet(torch_declared)):
+        found.append(f"torch {torch} is not the torch this torch_npu declares (torch{torch_declared}): "
+                     "an untested pairing")
+    return found

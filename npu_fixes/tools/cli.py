@@ -10,8 +10,12 @@ import os
 import shutil
 import sys
 from collections.abc import Sequence
+from pathlib import Path
 
 from ..shim import autoload as _autoload
+from ..shim import versions
+from ..shim.fix import TESTED_WINDOWS
+from . import prerequisites
 
 EXIT_OK, EXIT_BROKEN, EXIT_USAGE, EXIT_UPGRADE = 0, 1, 2, 3
 
@@ -74,10 +78,15 @@ def cmd_status(args: argparse.Namespace) -> int:
     for name in missing:
         registry.mark_absent(name, f"module {name} cannot be imported here")
     records = npu_fixes.status()
+    seen = versions.seen()
+    notes = versions.notes(TESTED_WINDOWS, seen["torch"], seen["torch-npu"],
+                           versions.declared_torch(versions.installed_torch_npu_requirements()))
     if args.json:
-        print(json.dumps({"imports": problems, "fixes": [r.as_dict() for r in records]}, indent=2))
+        print(json.dumps({"versions": seen, "notes": notes, "imports": problems,
+                          "fixes": [r.as_dict() for r in records]}, indent=2))
         return EXIT_OK
-    for line in problems:
+    print(_versions_line(seen))
+    for line in (*problems, *notes):
         print(f"note: {line}")
     rows = [(r.name, r.state.value, r.target, r.detail) for r in records]
     print(_table(("fix", "state", "target", "detail"), rows))
@@ -97,14 +106,22 @@ def cmd_audit(args: argparse.Namespace) -> int:
         print(json.dumps(report.as_dict(), indent=2))
     else:
         print(f"torch_npu {report.version or 'unknown version'} at {report.path}")
+        print(_versions_line(report.versions))
+        for line in report.notes:
+            print(f"note: {line}")
         for line in report.errors:
             print(f"error: {line}")
         width = shutil.get_terminal_size((120, 24)).columns
         rows = [(f.name, f.before, f.after, f.detail) for f in report.fixes]
         print(_table(("fix", "before", "after", "detail"), rows, width))
+        print(f"summary: {report.summary()}")
     if not report.ok:
         return EXIT_BROKEN
     return EXIT_UPGRADE if report.upgrade_needed else EXIT_OK
+
+
+def _versions_line(seen: dict[str, str | None]) -> str:
+    return "versions: " + ", ".join(f"{name} {version or 'not installed'}" for name, version in seen.items())
 
 
 def _not_site_dir(directory: str) -> str:
@@ -168,7 +185,7 @@ def cmd_accuracy(args: argparse.Namespace) -> int:
     fixes = None
     try:
         if args.interpret:
-            location = args.torch_npu or _installed_torch_npu()
+            location = args.torch_npu or _installed_torch_npu("--interpret: ")
             results, fixes = accuracy.run_interpreted(names, location, args.iterations, args.seed,
                                                       not args.without_fixes, args.shuffle)
         else:
@@ -204,10 +221,13 @@ def cmd_sweep(args: argparse.Namespace) -> int:
 
     if args.show:
         try:
-            print(corpus.script(corpus.sample(args.show)), end="")
-        except ValueError as exc:
+            location = args.torch_npu or _installed_torch_npu()
+            host.locate(location)  # a torch_npu there, or a clear error now
+            program = sweep.show(str(Path(location).resolve()), args.show)
+        except (accuracy.SetupError, ValueError, host.NotTorchNpu) as exc:
             print(f"npu-fixes sweep: {exc}", file=sys.stderr)
             return EXIT_USAGE
+        print(program, end="")
         return EXIT_OK
     problems = [f"{flag} must be at least {low}" for flag, value, low in
                 (("--jobs", args.jobs, 1), ("--timeout", args.timeout, 1), ("--per-op", args.per_op, 0),
@@ -241,6 +261,9 @@ def cmd_sweep(args: argparse.Namespace) -> int:
         if not ids:
             raise ValueError("the selection holds no sample")
         root = host.locate(location)  # a wheel is extracted once, here, not in every worker
+        if not (root / Path(*host.BACKEND.split("."))).is_dir():
+            raise ValueError(f"{Path(location).resolve()}: this torch_npu has no triton_experimental "
+                             "backend, nothing to sweep")
         journal = sweep.Journal(args.journal, sweep.fingerprint(str(root))) if args.journal else None
     except (accuracy.SetupError, ValueError, host.NotTorchNpu, OSError) as exc:
         print(f"npu-fixes sweep: {exc}", file=sys.stderr)
@@ -284,12 +307,14 @@ def _interpret_conflict(args: argparse.Namespace) -> str | None:
     return None
 
 
-def _installed_torch_npu() -> str:
+def _installed_torch_npu(flag: str = "") -> str:
+    """The installed torch_npu's directory; :class:`~.accuracy.SetupError` where there is none
+    (``flag``: the option of the command that needs it, named in the message)."""
     from . import accuracy, host
 
     found = host.installed_location()
     if found is None:
-        raise accuracy.SetupError("--interpret: no torch_npu is installed here; pass --torch-npu PATH")
+        raise accuracy.SetupError(f"{flag}no torch_npu is installed here; pass --torch-npu PATH")
     return str(found)
 
 
@@ -363,6 +388,11 @@ def build_parser() -> argparse.ArgumentParser:
 
 def main(argv: Sequence[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
+    needs = f"{args.command} --interpret" if getattr(args, "interpret", False) else args.command
+    why = prerequisites.missing(needs) if needs in prerequisites.NEEDS else None
+    if why:
+        print(f"npu-fixes {args.command}: {why}", file=sys.stderr)
+        return EXIT_USAGE
     # host-loaded, never imported for real
     if args.command in ("audit", "sweep") or getattr(args, "interpret", False):
         os.environ.setdefault("TORCH_DEVICE_BACKEND_AUTOLOAD", "0")

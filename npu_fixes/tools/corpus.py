@@ -444,30 +444,3 @@ def sample(sample_id: str) -> Sample:
         f"{sample_id!r} is no sample id of the corpus ({why}; ids are opinfo:<op>:<variant>:<dtype>:"
         "<fwd|bwd>:<static|dynamic>:<n> or gen:<seed>)"
     )
-
-
-def script(s: Sample) -> str:
-    """``s`` as a self-contained program that compiles it and compares with eager."""
-    compile_args = ", dynamic=True" if s.dynamic else ", dynamic=False"
-    check = (
-        "expected, actual = fn(*args, **kwargs), torch.compile(fn" + compile_args + ")(*args, **kwargs)\n"
-        "torch.testing.assert_close(actual, expected, equal_nan=True)\n"
-    )
-    if s.backward:
-        check += (
-            "# backward: gradients of a weighted sum of the floating outputs, eager vs compiled\n"
-            "def grads(f):\n"
-            "    inputs = [a for a in args if isinstance(a, torch.Tensor) and a.requires_grad]\n"
-            "    outs = [o for o in torch.utils._pytree.tree_leaves(f(*args, **kwargs))\n"
-            "            if isinstance(o, torch.Tensor) and o.requires_grad]\n"
-            "    torch.manual_seed(1)\n"
-            "    loss = sum((o * torch.randn(o.shape).to(torch.bfloat16).to(o.dtype)).sum() for o in outs)\n"
-            "    return torch.autograd.grad(loss, inputs, allow_unused=True)\n"
-            "torch.testing.assert_close(grads(torch.compile(fn"
-            + compile_args
-            + ")), grads(fn), equal_nan=True)\n"
-        )
-    return (
-        f"# npu-fixes sweep sample {s.id}\nimport torch\n\n{s.source}\n{check}"
-        "print('compiled equals eager')\n"
-    )

@@ -13,6 +13,7 @@ from __future__ import annotations
 import atexit
 import contextlib
 import dataclasses
+import email.parser
 import importlib
 import importlib.machinery
 import importlib.util
@@ -120,6 +121,25 @@ def extract_wheel(wheel: Path, dest: Path) -> Path:
             except (zipfile.BadZipFile, zlib.error, EOFError, NotImplementedError, ValueError) as exc:
                 raise NotTorchNpu(f"{wheel}: corrupt wheel, cannot extract {name} ({exc})") from None
     return dest
+
+
+def requirements(location: str | os.PathLike[str]) -> list[str] | None:
+    """The ``Requires-Dist`` lines of the torch_npu at ``location``: a wheel's metadata, or
+    that of the ``torch_npu-*.dist-info`` beside an install; None where there is none (a
+    source tree)."""
+    source = Path(location)
+    try:
+        if source.is_file():
+            with zipfile.ZipFile(source) as archive:
+                names = [n for n in archive.namelist()
+                         if re.fullmatch(r"torch_npu-[^/]*\.dist-info/METADATA", n)]
+                text = archive.read(names[0]).decode() if names else None
+        else:
+            found = sorted(find_root(source).glob("torch_npu-*.dist-info/METADATA"))
+            text = found[0].read_text() if found else None
+    except (OSError, zipfile.BadZipFile, UnicodeDecodeError, NotTorchNpu):
+        return None
+    return None if text is None else email.parser.Parser().parsestr(text).get_all("Requires-Dist") or []
 
 
 def installed_location() -> Path | None:

@@ -23,6 +23,7 @@ same error: no graph reached the backend's compiler).
 from __future__ import annotations
 
 import collections
+import contextlib
 import dataclasses
 import hashlib
 import itertools
@@ -37,7 +38,7 @@ import tempfile
 import threading
 import time
 from collections import Counter
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -532,8 +533,11 @@ def end_with_the_sweep() -> None:
     threading.Thread(target=watch, daemon=True).start()
 
 
-def worker(location: str, with_fixes: bool, ids: Sequence[str]) -> None:
-    """Run ``ids`` through the backend at ``location``, one JSON line per sample on stdout."""
+@contextlib.contextmanager
+def interpreted_backend(location: str, with_fixes: bool) -> Iterator[tuple[list, ProgramOrder]]:
+    """The backend at ``location`` set up as every sweep worker runs it (host-loaded, npu_fixes
+    deciding its fixes unless ``with_fixes`` is false, kernels in Triton's interpreter): yields
+    the launches it records and the order of their programs, for :func:`run_sample`."""
     import logging
     import warnings
 
@@ -544,23 +548,62 @@ def worker(location: str, with_fixes: bool, ids: Sequence[str]) -> None:
     warnings.filterwarnings("ignore")
     logging.getLogger("torch").setLevel(logging.CRITICAL)
     torch.set_num_threads(1)
-    out = _own_stdout()
     accuracy.configure(None)
     codegen = accuracy.load_interpreted(location, with_fixes)
     order = ProgramOrder()
     with interpret.cpu_device(codegen, order) as launches:
+        yield launches, order
+
+
+def _record(sample_id: str, launches: list, order: ProgramOrder) -> dict[str, Any]:
+    """Sample ``sample_id``'s record: drawn, run and judged, with the seconds it took."""
+    started = time.perf_counter()
+    try:
+        s = corpus.sample(sample_id)
+    except Exception as exc:  # noqa: BLE001 - a sample that cannot be drawn here
+        record = {"outcome": "skipped", "detail": f"cannot be built: {_error_text(exc)}"}
+    else:
+        record = run_sample(s, launches, order)
+        del launches[:]
+    return record | {"id": sample_id, "seconds": round(time.perf_counter() - started, 3)}
+
+
+def worker(location: str, with_fixes: bool, ids: Sequence[str]) -> None:
+    """Run ``ids`` through the backend at ``location``, one JSON line per sample on stdout."""
+    out = _own_stdout()
+    with interpreted_backend(location, with_fixes) as (launches, order):
         for sample_id in ids:
-            started = time.perf_counter()
-            try:
-                s = corpus.sample(sample_id)
-            except Exception as exc:  # noqa: BLE001 - a sample that cannot be drawn here
-                record = {"outcome": "skipped", "detail": f"cannot be built: {_error_text(exc)}"}
-            else:
-                record = run_sample(s, launches, order)
-                del launches[:]
-            record |= {"id": sample_id, "seconds": round(time.perf_counter() - started, 3)}
-            out.write(json.dumps(record) + "\n")
+            out.write(json.dumps(_record(sample_id, launches, order)) + "\n")
             out.flush()
+
+
+def reproduce(location: str, sample_id: str) -> dict[str, Any]:
+    """Sample ``sample_id`` through the backend at ``location`` as a sweep worker runs it, in
+    this process: with npu_fixes, or as built where ``NPU_FIXES`` is off (what
+    :func:`show` prints calls this)."""
+    from ..shim import switches
+
+    with interpreted_backend(location, switches.master_on()) as (launches, order):
+        return _record(sample_id, launches, order)
+
+
+def show(location: str, sample_id: str) -> str:
+    """Sample ``sample_id`` as a program that runs it as the sweep did: through the backend of
+    the torch_npu at ``location``, compared with eager (the sample's own code in a comment)."""
+    s = corpus.sample(sample_id)
+    source = "\n".join(f"#   {line}".rstrip() for line in s.source.rstrip().splitlines())
+    return (
+        f"# npu-fixes sweep sample {sample_id}\n"
+        f"# Through the triton_experimental backend of the torch_npu at {location}, as the sweep ran it\n"
+        "# (host-loaded on this CPU, kernels in Triton's interpreter), compared with eager: prints the\n"
+        "# sample's record. With npu_fixes; NPU_FIXES=0 for the backend as built. The sample"
+        f"{' (dynamic shapes)' if s.dynamic else ''}{', forward and backward' if s.backward else ''}:\n"
+        f"{source}\n"
+        "import json\nimport os\n\n"
+        'os.environ.setdefault("TORCH_DEVICE_BACKEND_AUTOLOAD", "0")\n'
+        "from npu_fixes.tools import sweep  # noqa: E402\n\n"
+        f"print(json.dumps(sweep.reproduce({location!r}, {sample_id!r}), indent=2))\n"
+    )
 
 
 # --- the sweep ---------------------------------------------------------------------------------
@@ -883,6 +926,14 @@ def summary(report: Report) -> str:
         f"{'outcome':{width}}  as built  with npu_fixes",
     ]
     lines += [f"{o:{width}}  {counts['built'][o]:8d}  {counts['fixed'][o]:13d}" for o in OUTCOMES]
+    repaired: dict[str, list[str]] = collections.defaultdict(list)
+    for sample_id in report.failing("built"):
+        if sample_id not in report.failing():
+            repaired[report.records[sample_id]["built"]["outcome"]].append(sample_id)
+    if repaired:
+        lines += ["", f"fail as built, not with npu_fixes ({sum(map(len, repaired.values()))}), "
+                  "by their outcome as built:"]
+        lines += [f"  {outcome} ({len(ids)}): {', '.join(ids)}" for outcome, ids in sorted(repaired.items())]
     regressions, worse = report.regressions(), report.worse()
     others = [i for i in report.failing() if i not in regressions and i not in worse]
     for title, ids in (
@@ -891,14 +942,15 @@ def summary(report: Report) -> str:
         ("fails with npu_fixes", others),
     ):
         if ids:
-            lines += ["", f"{title} ({len(ids)}):"]
+            lines += ["", f"{title} ({len(ids)}), by class:"]
+            by_class = collections.defaultdict(list)
             for sample_id in ids:
-                record = report.records[sample_id]["fixed"]
-                known = triage.classify(record)
-                lines.append(
-                    f"  {sample_id}: {record['outcome']} [{known.name if known else 'UNEXPLAINED'}]: "
-                    f"{record.get('detail', '')}"
-                )
+                known = triage.classify(report.records[sample_id]["fixed"])
+                by_class[known.name if known else "UNEXPLAINED"].append(sample_id)
+            for name, members in sorted(by_class.items()):
+                lines.append(f"  {name} ({len(members)}):")
+                lines += [f"    {i}: {report.records[i]['fixed']['outcome']}: "
+                          f"{report.records[i]['fixed'].get('detail', '')}" for i in members]
     classes = {triage.classify(report.records[i]["fixed"]) for i in report.failing()} - {None}
     if classes:
         lines += ["", "known classes:"]
@@ -910,7 +962,8 @@ def summary(report: Report) -> str:
             f"  {name}: {n} samples: {next(h.reason for h in HARNESS_LIMITS if h.name == name)}"
             for name, n in limits.most_common()
         ]
-    lines += ["", "npu-fixes sweep --show ID prints a sample as a program."]
+    lines += ["", "npu-fixes sweep --show ID [--torch-npu PATH] prints a sample as a program that runs it "
+              "through this backend, as here."]
     return "\n".join(lines)
 
 
