@@ -10,7 +10,10 @@ CPU, triton 3.6.0, npu_fixes); a row differs only in the torch_npu on ``PYTHONPA
   commit's (``tests/genuine_states.py`` says where the folders come from);
   ``genuine-tree`` does the same with ``$NPU_FIXES_GENUINE_TREE``, a source tree of yours;
 - ``prefix-<fix>``: the 2.13.0 wheel with that one defect edited back in
-  (``tests/prefix_copies.py``).
+  (``tests/prefix_copies.py``);
+- ``install-<variant>``: the audit and the run of a pinned wheel and a genuine state in a venv
+  made beside ``.venv`` without an optional package, or with torch's version string edited
+  (``tests/install_variants.py``; ``tests/test_installs.py``, which ``none`` runs whole).
 
 Installed rows run ``tests/test_matrix.py``; genuine rows then run upstream's own regression
 tests as a peer suite (``tests/upstream_peer.py``), which ``peer-<commit>`` runs alone.
@@ -34,7 +37,7 @@ import nox
 
 REPO = Path(__file__).resolve().parent
 sys.path.insert(0, str(REPO))
-from tests import genuine_states, matrix_rows, upstream_expectations  # noqa: E402
+from tests import genuine_states, matrix_rows, test_installs, upstream_expectations  # noqa: E402
 
 nox.options.default_venv_backend = "none"
 PY = sys.executable  # the .venv's interpreter, which runs nox
@@ -160,6 +163,15 @@ def sweep(session: nox.Session) -> None:
     session.run(PY, "scripts/sweep_states.py", *states, "--", *session.posargs)
 
 
+def install_row(variant: str):
+    def row(session: nox.Session) -> None:
+        session.run(PY, "-m", "pytest", "-p", "no:cacheprovider", "tests/test_installs.py", "-k", variant,
+                    *session.posargs)
+    row.__doc__ = (f"a venv of {variant} (tests/install_variants.py): the audit says what the run does "
+                   "there (the none row runs every one).")
+    return row
+
+
 def wheel_row(version: str):
     def row(session: nox.Session) -> None:
         run_matrix(session, f"wheel:{version}", installed(session, f"wheel:{version}"))
@@ -205,3 +217,6 @@ for _state in (*genuine_states.COMMITS, genuine_states.OWN_TREE):
     nox.session(peer_row(_state), name=f"peer-{_state}", python=False, tags=["peer"])
 for _defect in genuine_states.FIVE:
     nox.session(prefix_row(_defect), name=f"prefix-{_defect}", python=False, tags=["matrix"])
+for _variant in test_installs.VARIANTS:
+    nox.session(install_row(_variant), name=f"install-{_variant}", python=False, default=False,
+                tags=["installs"])
