@@ -156,8 +156,8 @@ def _row(fix: Fix, before: tuple[str, str], run: Registry) -> FixAudit:
             detail = f"{detail}; after repair the probe raised {one_line(exc)}"
     elif record.state is State.NOT_NEEDED and state == NEEDED:
         detail = f"{detail}; but a process here probes it after the fixes before it and sees no defect"
-    elif after != state or record.state in (State.FAILED, State.OUT_OF_WINDOW, State.DISABLED):
-        detail = f"{detail}; here: {record.detail}" if record.detail and record.detail != detail else detail
+    elif record.detail and record.detail != detail:  # why the run decided so: a window, a switch, a failure
+        detail = f"{detail}; here: {record.detail}"
     return FixAudit(fix.name, state, after, detail)
 
 
@@ -165,8 +165,7 @@ def _disagreements(rows: list[FixAudit]) -> list[str]:
     """Fixes a process here applies (or guards) although the code as built shows no defect: an
     earlier fix's repair changed what their probe sees."""
     return [f"{f.name}: the code as built shows no defect, but a process here finds one after the fixes "
-            f"before it and {f.after.replace('-', ' ')}s it" for f in rows
-            if f.before == NOT_NEEDED and f.after in HANDLED]
+            f"before it ({f.after})" for f in rows if f.before == NOT_NEEDED and f.after in HANDLED]
 
 
 class AuditedCodeExited(Exception):

@@ -927,8 +927,9 @@ def summary(report: Report) -> str:
     ]
     lines += [f"{o:{width}}  {counts['built'][o]:8d}  {counts['fixed'][o]:13d}" for o in OUTCOMES]
     repaired: dict[str, list[str]] = collections.defaultdict(list)
+    still = set(report.failing())
     for sample_id in report.failing("built"):
-        if sample_id not in report.failing():
+        if sample_id not in still:
             repaired[report.records[sample_id]["built"]["outcome"]].append(sample_id)
     if repaired:
         lines += ["", f"fail as built, not with npu_fixes ({sum(map(len, repaired.values()))}), "
