@@ -1,8 +1,8 @@
 """Small real installs beside the test venv, for the audit and the run on what users have:
 a venv whose site-packages holds the test venv's packages (as links) but some left out
 (``numpy``, ``expecttest``, ``torch``), or torch with its version string edited (2.14.1, a patch
-release inside the window; 2.15.0, past it). A venv of this kind is made in a second and
-takes no disk: only the edited files are copies."""
+release inside the window; 2.15.0, past it); a torch_npu install whose version string says
+another release. Each is made in a second and takes no disk: only the edited files are copies."""
 
 from __future__ import annotations
 
@@ -53,3 +53,21 @@ def _edited_torch(source: Path, dest: Path, version: str) -> None:
         text = (source / entry).read_text()
         line = f"__version__ = '{version}'" if entry == "version.py" else f"Version: {version}"
         (dest / entry).write_text(re.sub(pattern, line, text, count=1, flags=re.M))
+
+
+def torch_npu_as(site: Path, dest: Path, version: str) -> Path:
+    """``dest``: the torch_npu install at ``site`` with the version string ``version`` in its
+    ``torch_npu/version.py`` (a copy; every other entry a link)."""
+    dest.mkdir()
+    for entry in os.listdir(site):
+        if entry != "torch_npu":
+            (dest / entry).symlink_to(site / entry)
+    (dest / "torch_npu").mkdir()
+    for entry in os.listdir(site / "torch_npu"):
+        if entry != "version.py":
+            (dest / "torch_npu" / entry).symlink_to(site / "torch_npu" / entry)
+    text = (site / "torch_npu" / "version.py").read_text()
+    (dest / "torch_npu" / "version.py").write_text(re.sub(r"^__version__ = .*$", f"__version__ = '{version}'",
+                                                          text, count=1, flags=re.M))
+    return dest
+

@@ -115,6 +115,17 @@ def test_past_the_window_nothing_is_applied_and_the_audit_says_so(outcome, row):
     assert any(n.startswith("torch 2.15.0 is outside the versions npu_fixes was tested with") for n in report["notes"])
 
 
+def test_a_torch_npu_past_the_window_is_left_alone_and_the_audit_says_so(sites, tmp_path):
+    """A torch_npu whose version string says 2.15: the run applies nothing, the audit agrees."""
+    site = install_variants.torch_npu_as(sites("wheel:2.14.0"), tmp_path / "site", "2.15.0")
+    run = run_program("matrix", "repaired", path=[site], targets=backend_targets())
+    proc = run_program("cli", "run", check=False, argv=["audit", "--torch-npu", str(site), "--json"])
+    report = json.loads(proc.stdout)
+    assert set(run["states"].values()) == {"out-of-window"} and run["version"] == "2.15.0"
+    assert {f["after"] for f in report["fixes"]} == {"out-of-window"} and proc.returncode == 1
+    assert report["notes"][0].startswith("torch_npu 2.15.0 is outside the versions npu_fixes was tested with")
+
+
 def test_an_undeclared_torch_is_named(outcome, venvs, sites):
     code, report, _ = outcome("wheel:2.14.0", "torch-2.14.1")
     assert code == 0 and report["versions"]["torch"] == "2.14.1"
