@@ -22,6 +22,8 @@ import torch
 from tests import forkserver
 from tests.matrix_rows import PINNED
 
+# This process keeps no probe verdict either (see _base_env).
+os.environ["NPU_FIXES_VERDICT_CACHE"] = "0"
 # Without a CUDA GPU, Triton kernels run in its interpreter. Set here, before anything
 # (collection included) imports triton: Triton decides at import and @triton.jit time.
 if not torch.cuda.is_available():
@@ -132,6 +134,9 @@ def _base_env() -> dict[str, str]:
            if not k.startswith("NPU_FIXES")
            and k not in ("TRITON_INTERPRET", "CI", "COLUMNS", "LINES", "PYTEST_CURRENT_TEST")}
     env["NPU_FIXES_WHEELS"] = str(WHEEL_DIR)
+    # Probe verdicts are not kept between test programs (a test that stands in for a probe or
+    # a defect must not leave its verdict to the next): tests/test_verdicts.py turns them on.
+    env["NPU_FIXES_VERDICT_CACHE"] = "0"
     env["TORCH_DEVICE_BACKEND_AUTOLOAD"] = "0"
     # Every compile lowers through the code under test (no FX graph or autograd cache hit);
     # the C++ it builds is shared by the whole session (see INDUCTOR_CACHE).

@@ -11,8 +11,8 @@ from collections.abc import Callable, Iterable
 from types import ModuleType
 from typing import Any
 
-from . import switches, versions
-from .fix import Fix, FixRecord, State, TargetMissing, resolve_owner
+from . import switches, verdicts, versions
+from .fix import Fix, FixRecord, Probe, State, TargetMissing, resolve_owner
 from .patcher import Patcher
 from .pristine import left_as_found
 
@@ -74,8 +74,18 @@ class _NotifyingLoader:
 class Registry:
     """Evaluates fixes when their modules import, and keeps one record per fix."""
 
-    def __init__(self, fixes: Iterable[Fix]) -> None:
+    def __init__(self, fixes: Iterable[Fix], keep_verdicts: bool = True) -> None:
+        """``keep_verdicts``: probe verdicts are taken from and added to the cache of
+        :mod:`.verdicts` (where ``NPU_FIXES_VERDICT_CACHE`` leaves it on)."""
         self.fixes = {fix.name: fix for fix in fixes}
+        self._keep_verdicts = keep_verdicts
+        #: Verdicts by key: those read from the cache and those found here, not yet written.
+        self._verdicts: dict[str, dict[str, Probe]] = {}
+        self._found: dict[str, dict[str, Probe]] = {}
+        #: Fixes applied on a cached verdict whose repair no probe has confirmed in this process yet.
+        self._unverified: set[str] = set()
+        #: The verdict key of a module as it imports, by (module, disabled fixes): made once an import.
+        self._keys: dict[tuple[int, frozenset[str]], str | None] = {}
         self.patcher = Patcher()
         self.records = {
             fix.name: FixRecord(fix.name, State.PENDING, f"{fix.module}.{fix.patched[0]}")
@@ -139,9 +149,16 @@ class Registry:
         if not self._armed:
             return
         with self._lock:
-            for fix in self.fixes.values():
-                if fix.module == module.__name__:
-                    self.evaluate(fix, module)
+            self._keys.clear()  # the module's code ran (again): its tree may have changed since
+            try:
+                for fix in self.fixes.values():
+                    if fix.module == module.__name__:
+                        self.evaluate(fix, module)
+            finally:
+                self._keys.clear()
+                for key, found in self._found.items():
+                    verdicts.store(key, found)
+                self._found.clear()
 
     # -- evaluation --------------------------------------------------------------------
     def evaluate(self, fix: Fix, module: ModuleType) -> FixRecord:
@@ -207,11 +224,16 @@ class Registry:
             return State.ABSENT, str(exc)
         except Exception as exc:  # noqa: BLE001 - a changed target must never break imports
             return State.FAILED, f"target check raised {type(exc).__name__}: {exc}"
+        key = self._key(module, off)
+        if key is not None and key not in self._verdicts:
+            self._verdicts[key] = verdicts.load(key)
+        cached = self._verdicts[key].get(fix.name) if key is not None else None
         try:
-            with left_as_found(self._watched):
-                probe = fix.probe(module)
+            probe = cached or self._probe(fix, module)
         except Exception as exc:  # noqa: BLE001
             return State.FAILED, f"probe raised {type(exc).__name__}: {exc}"
+        if key is not None and cached is None:  # kept once the decision is made (below)
+            self._found.setdefault(key, {})[fix.name] = probe
         if not probe.defective:
             return State.NOT_NEEDED, probe.detail
         mark = self.patcher.mark()
@@ -221,6 +243,7 @@ class Registry:
                     fix.install(module, self.patcher)
         except Exception as exc:  # noqa: BLE001
             self.patcher.rollback(mark)
+            self._forget(key, fix.name)
             return State.FAILED, f"install raised {type(exc).__name__}: {exc}"
         if fix.present_state is State.GUARDED:  # the guard is on; no torch_npu has the fix
             logger.info("guarded %s: %s", fix.name, probe.detail)
@@ -228,16 +251,57 @@ class Registry:
         if not fix.repairable:  # the guard is on; the defect stays until torch_npu is upgraded
             logger.warning("npu_fixes: %s: %s", fix.name, probe.detail)
             return State.UPGRADE_NEEDED, probe.detail
+        if cached is not None:  # confirmed by a probe when status() is first asked
+            self._unverified.add(fix.name)
+            return State.APPLIED, f"{probe.detail} (verdict from the cache)"
         try:  # `applied` only where the probe now sees the defect gone
-            with left_as_found(self._watched):
-                after = fix.probe(module)
+            after = self._probe(fix, module)
         except Exception as exc:  # noqa: BLE001
             self.patcher.rollback(mark)
+            self._forget(key, fix.name)
             return State.FAILED, f"probe after install raised {type(exc).__name__}: {exc}"
         if after.defective:
             self.patcher.rollback(mark)
+            self._forget(key, fix.name)
             return State.FAILED, f"repair did not take, rolled back: {after.detail}"
         return State.APPLIED, probe.detail
+
+    def _key(self, module: ModuleType, off: set[str]) -> str | None:
+        """The verdict key of ``module`` (None: the cache is off, or not for this module)."""
+        if not (self._keep_verdicts and verdicts.enabled()):
+            return None
+        memo = (id(module), frozenset(off))
+        if memo not in self._keys:
+            self._keys[memo] = verdicts.key(module, off)
+        return self._keys[memo]
+
+    def _probe(self, fix: Fix, module: ModuleType) -> Probe:
+        with left_as_found(self._watched):
+            return fix.probe(module)
+
+    def _forget(self, key: str | None, name: str) -> None:
+        """A verdict whose decision failed is not kept."""
+        if key is not None:
+            self._found.get(key, {}).pop(name, None)
+
+    def _verify(self) -> None:
+        """Probe the repairs applied on a cached verdict: ``applied`` stays only where the probe
+        sees the defect gone; otherwise the repair is rolled back and the fix ``failed``."""
+        for name in sorted(self._unverified):
+            self._unverified.discard(name)
+            fix, rec = self.fixes[name], self.records[name]
+            module = sys.modules.get(fix.module)
+            if rec.state is not State.APPLIED or module is None or not self._targets_still_ours(fix, module):
+                continue
+            try:
+                after = self._probe(fix, module)
+                failure = f"repair did not take, rolled back: {after.detail}" if after.defective else None
+            except Exception as exc:  # noqa: BLE001
+                failure = f"probe after install raised {type(exc).__name__}: {exc}"
+            if failure:
+                self.patcher.restore_scope(name)
+                rec.state, rec.detail = State.FAILED, failure
+                logger.warning("npu_fixes: %s failed and was rolled back: %s", name, failure)
 
     # -- public operations ----------------------------------------------------------------
     def apply(self) -> list[FixRecord]:
@@ -270,6 +334,7 @@ class Registry:
         """One record per fix; an applied fix whose target no longer holds our repair (replaced
         outside a reload we saw, or its module object swapped) is reported ``replaced``."""
         with self._lock:
+            self._verify()
             for fix in self.fixes.values():
                 rec, module = self.records[fix.name], sys.modules.get(fix.module)
                 if rec.state is State.APPLIED and not (module and self._targets_still_ours(fix, module)):

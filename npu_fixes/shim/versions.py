@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import functools
 import sys
 from importlib import metadata
 
@@ -36,13 +37,16 @@ def torch_npu_version() -> str | None:
 def in_window(version: str | None, spec: SpecifierSet) -> bool:
     """True when ``version`` lies in ``spec``; an unknown or unparsable version is let
     through, so that the behavioural probe decides."""
-    if not version:
-        return True
+    return not version or _contains(str(spec), version)
+
+
+@functools.lru_cache(maxsize=64)
+def _contains(spec: str, version: str) -> bool:
     try:
         parsed = Version(version)
     except InvalidVersion:
         return True
-    return spec.contains(parsed, prereleases=True)
+    return SpecifierSet(spec).contains(parsed, prereleases=True)
 
 
 #: The distributions whose versions ``status`` and ``audit`` record.

@@ -225,7 +225,7 @@ def audit(location: str | os.PathLike[str] | None = None) -> AuditReport:
         loaded = host.load(root)
         befores = [_before(fix, loaded) for fix in backend]
         host.unload()  # armed, the registry decides each module as the second load imports it
-        run = Registry(backend)
+        run = Registry(backend, keep_verdicts=False)  # the audit probes, whatever a cache holds
         run.arm()
         try:
             host.load(root)
