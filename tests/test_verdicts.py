@@ -1,5 +1,5 @@
 """The probe verdicts kept between processes (``npu_fixes/shim/verdicts.py``): a second process
-of an install decides without probing, the same; another tree, Triton or switch is another key;
+of an install decides without probing, the same; another tree, Triton, switch or setting is another key;
 a damaged file is a miss; writers at once never leave a half file; status() still confirms
 every repair by a probe."""
 
@@ -102,6 +102,10 @@ def test_the_key_holds_the_tree_the_switches_and_triton(tmp_path, monkeypatch):
     assert verdicts.key(same, ()) != key  # another place, another tree
     assert verdicts.key(other, ()) not in (key, verdicts.key(same, ()))
     assert verdicts.key(one, ("launch-grid",)) != key
+    monkeypatch.setenv("TORCHINDUCTOR_MAX_AUTOTUNE", "1")  # a setting Inductor reads: another key
+    assert verdicts.key(one, ()) != key
+    monkeypatch.delenv("TORCHINDUCTOR_MAX_AUTOTUNE")
+    assert verdicts.key(one, ()) == key
     monkeypatch.setitem(sys.modules, "triton", types.SimpleNamespace(__version__="3.2.0", __file__="/elsewhere"))
     assert verdicts.key(one, ()) != key
     assert verdicts.key(types.SimpleNamespace(__name__="m", __file__=str(tmp_path / "m.py")), ()) is None

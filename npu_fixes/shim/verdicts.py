@@ -4,8 +4,9 @@ A verdict is what a fix's probe found on the code as it ran there (defective or 
 It is kept under a key that holds everything a probe's answer can depend on: the exact bytes
 of the backend's folder and of the loader files a build runs (``torch_npu/_inductor/__init__.py``,
 ``decomposition.py``), npu_fixes' own run-time code (``fixes/``, ``shim/``), the versions of
-Python, torch and Triton (and where that Triton lies: triton-ascend installs one too), and the
-fixes ``NPU_FIXES_DISABLE`` turns off (a fix left out changes what the probes after it see).
+Python, torch and Triton (and where that Triton lies: triton-ascend installs one too), the fixes
+``NPU_FIXES_DISABLE`` turns off (a fix left out changes what the probes after it see), and the
+environment variables that set Inductor, Triton or the backend up (:data:`SETTINGS`).
 Any change of those is another key, so a verdict is never used for code it was not found on.
 One JSON file per key in the cache folder; it is written whole to a temporary file and renamed
 over the old one, so that ranks starting together never read half a file (a file that cannot
@@ -31,6 +32,8 @@ SWITCH = "NPU_FIXES_VERDICT_CACHE"
 DIRECTORY = "NPU_FIXES_CACHE_DIR"
 #: The files of a torch_npu tree (below ``torch_npu/_inductor``) that a verdict depends on.
 LOADER_FILES = ("__init__.py", "decomposition.py")
+#: Environment variables that set Inductor, Triton or the backend up before a probe runs.
+SETTINGS = ("TORCHINDUCTOR_", "TRITON_", "INDUCTOR_", "NPU_", "TORCH_NPU_")
 FORMAT = 1
 _OWN = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))  # the npu_fixes package
 
@@ -98,9 +101,10 @@ def key(module: ModuleType, disabled: Iterable[str]) -> str | None:
     if inductor is None:
         return None
     torch, triton = sys.modules.get("torch"), sys.modules.get("triton")
+    settings = sorted(f"{k}={v}" for k, v in os.environ.items() if k.startswith(SETTINGS) and k != DIRECTORY)
     environment = (f"{FORMAT}\0{sys.version}\0torch {getattr(torch, '__version__', '-')}\0"
                    f"triton {getattr(triton, '__version__', '-')} at {getattr(triton, '__file__', '-')}\0"
-                   f"{','.join(sorted(disabled))}\0")
+                   f"{','.join(sorted(disabled))}\0{chr(0).join(settings)}\0")
     return hashlib.sha256((environment + _content(_files(inductor))).encode()).hexdigest()
 
 
