@@ -9,12 +9,13 @@
 - **Probe**: does a launcher wrapped by the live function see an int64 ``in_ptr0`` holding
   ``2**31 + 7`` as another value, without an error?
 - **Fix**: none at run time (the kernels have no int64 arithmetic). Guard: the launcher the
-  wrapper returns is wrapped once more; before each launch, the int64 arguments the kernel
-  only reads are checked, and a value past int32 raises
-  :class:`Int64PastInt32` naming the kernel, the argument and its values. The check costs one
-  min/max reduction per such argument and one host synchronisation per launch that has one
-  (on an H100, 50 to 90 microseconds a launch: ``benchmarks/int64_guard_cost.py``); launchers
-  without int64 inputs are not wrapped. Not checked: arguments the kernel writes
+  wrapper returns is wrapped once more; the int64 arguments the kernel only reads are checked
+  once while they stay as they are (:class:`BoundsWatch`), by a min/max on their device read
+  back without blocking the host: a value past int32 raises :class:`Int64PastInt32`, naming the
+  kernel, the argument and its values, at the first launch with an int64 input after the device
+  has finished that check, or when the watch has 64 checks pending (that launch waits for the
+  oldest), or at :meth:`BoundsWatch.settle` (on a CPU: at that launch). No host synchronisation
+  in steady state; launchers without int64 inputs are not wrapped. Not checked: arguments the kernel writes
   (``out_ptr*``, ``in_out_ptr*``, mutated graph inputs, a split sum's ``ws_ptr`` workspace),
   whose contents may be uninitialised
   (a sum's 0-dim result and its epilogue share an ``in_out_ptr`` that holds whatever its
@@ -31,6 +32,7 @@
 
 from __future__ import annotations
 
+import collections
 import functools
 import sys
 import types
@@ -74,17 +76,20 @@ def checked_arguments(plan: list[tuple[int, str, Any, Any, Role]]) -> list[tuple
             if wide == torch.int64 and role is Role.INPUT and name.startswith("in_ptr")]
 
 
-def check(kernel: str, named: list[tuple[str, Any]]) -> None:
-    """Raise :class:`Int64PastInt32` where a tensor of ``named`` holds a value past int32
-    (one min/max reduction each, one host synchronisation for all)."""
+def _bounds(named: list[tuple[str, Any]]) -> Any:
+    """The minimum and maximum of each tensor of ``named``, one tensor on their device."""
     import torch
 
-    named = [(name, t) for name, t in named if t.numel()]
-    if not named:
-        return
-    bounds = torch.stack([v for _, t in named for v in torch.aminmax(t)]).tolist()
+    return torch.stack([v for _, t in named for v in torch.aminmax(t)])
+
+
+def report(kernel: str, names: list[str], bounds: list[int]) -> None:
+    """Raise :class:`Int64PastInt32` for the first of ``names`` whose ``bounds`` (minimum and
+    maximum, in turn) leave int32's range."""
+    import torch
+
     info = torch.iinfo(torch.int32)
-    for k, (name, _) in enumerate(named):
+    for k, name in enumerate(names):
         low, high = bounds[2 * k], bounds[2 * k + 1]
         if low < info.min or high > info.max:
             raise Int64PastInt32(
@@ -92,6 +97,81 @@ def check(kernel: str, named: list[tuple[str, Any]]) -> None:
                 f"[{info.min}, {info.max}]: this torch_npu computes int64 as int32 and would cut them "
                 f"at the kernel boundary, without an error. {WORKAROUND[0].upper()}{WORKAROUND[1:]}; or, "
                 f"where the kernel never reads those values, NPU_FIXES_DISABLE=int64-past-int32")
+
+
+def check(kernel: str, named: list[tuple[str, Any]]) -> None:
+    """Raise :class:`Int64PastInt32` where a tensor of ``named`` holds a value past int32, now
+    (one min/max each, and a wait for them)."""
+    named = [(name, t) for name, t in named if t.numel()]
+    if named:
+        report(kernel, [name for name, _ in named], _bounds(named).tolist())
+
+
+class BoundsWatch:
+    """The bounds of the int64 inputs, found on their device and read back without blocking.
+
+    Each tensor is checked once while it stays as it is (the same object, the same version
+    counter: an in-place write is a new check), so a step checks each of its index tensors once,
+    not at every launch that reads it. On a CPU the check is made at once. On a device, its
+    minimum and maximum go to pinned host memory by a non-blocking copy followed by an event;
+    each launch with int64 inputs first reads the checks whose events are done, and raises for
+    the first one past int32, naming its kernel and argument. At most :attr:`limit` checks wait
+    so: a further one makes that launch wait for the oldest. :meth:`settle` waits for them all.
+    """
+
+    def __init__(self, limit: int = 64) -> None:
+        self.limit = limit
+        self.pending: collections.deque = collections.deque()
+        self._seen: dict[int, tuple[weakref.ref, int]] = {}
+
+    def fresh(self, tensor: Any) -> bool:
+        """Whether ``tensor`` was not checked as it is now; noted as checked from here on."""
+        key, version = id(tensor), tensor._version
+        entry = self._seen.get(key)
+        if entry is not None and entry[0]() is tensor and entry[1] == version:
+            return False
+        self._seen[key] = (weakref.ref(tensor, lambda _ref, k=key: self._seen.pop(k, None)), version)
+        return True
+
+    def submit(self, kernel: str, named: list[tuple[str, Any]]) -> None:
+        """Start the check of ``named`` (the inputs of one launch of ``kernel``)."""
+        named = [(name, t) for name, t in named if t.numel()]
+        if not named:
+            return
+        names, bounds = [name for name, _ in named], _bounds(named)
+        if bounds.device.type == "cpu":
+            report(kernel, names, bounds.tolist())
+            return
+        self.pending.append((*self._start(bounds), kernel, names))
+
+    @staticmethod
+    def _start(bounds: Any) -> tuple[Any, Any]:
+        """A non-blocking copy of ``bounds`` to pinned host memory, and an event recorded after it."""
+        import torch
+
+        host = torch.empty(bounds.shape, dtype=bounds.dtype, pin_memory=True)
+        host.copy_(bounds, non_blocking=True)
+        event = getattr(torch, bounds.device.type).Event()
+        event.record()
+        return event, host
+
+    def poll(self) -> None:
+        """Read the checks that are done (and the oldest, past :attr:`limit`); raise for one past int32."""
+        while self.pending and (len(self.pending) > self.limit or self.pending[0][0].query()):
+            event, host, kernel, names = self.pending.popleft()
+            event.synchronize()
+            report(kernel, names, host.tolist())
+
+    def settle(self) -> None:
+        """Wait for every check started and raise for one past int32 (a natural synchronisation)."""
+        while self.pending:
+            event, host, kernel, names = self.pending.popleft()
+            event.synchronize()
+            report(kernel, names, host.tolist())
+
+
+#: The watch of this process's guard (:func:`install`): ``settle()`` it where a step synchronises.
+WATCH = BoundsWatch()
 
 
 def track_allocations(patcher: Patcher, allocated: weakref.WeakSet) -> None:
@@ -116,19 +196,23 @@ def track_allocations(patcher: Patcher, allocated: weakref.WeakSet) -> None:
 
 
 def checking(narrowing: Callable[..., Any], def_args: Collection[str], positions: list[tuple[int, str]],
-             kernel: str, allocated: weakref.WeakSet) -> Callable[..., Any]:
-    """``narrowing`` (the launcher the backend's wrapper returned) preceded by :func:`check`
-    of the int64 arguments at ``positions`` that are not buffers of ``allocated``, except
-    during graph capture."""
+             kernel: str, allocated: weakref.WeakSet, watch: BoundsWatch) -> Callable[..., Any]:
+    """``narrowing`` (the launcher the backend's wrapper returned) preceded by ``watch``'s check
+    of the int64 arguments at ``positions`` that are not buffers of ``allocated`` and not
+    checked as they are, except during graph capture."""
     import torch
 
-    n_def, Tensor, detector = len(def_args), torch.Tensor, capture_detector()
+    n_def, Tensor, int64, detector = len(def_args), torch.Tensor, torch.int64, capture_detector()
 
     def checked_launcher(*args: Any, stream: Any = None, **kwargs: Any) -> Any:
         if len(args) >= n_def and not is_capturing(detector):
-            check(kernel, [(name, args[i]) for i, name in positions
-                           if isinstance(args[i], Tensor) and args[i].dtype == torch.int64
-                           and args[i].untyped_storage() not in allocated])
+            if watch.pending:
+                watch.poll()
+            named = [(name, args[i]) for i, name in positions
+                     if isinstance(args[i], Tensor) and args[i].dtype == int64
+                     and args[i].untyped_storage() not in allocated and watch.fresh(args[i])]
+            if named:
+                watch.submit(kernel, named)
         return narrowing(*args, stream=stream, **kwargs)
 
     return with_launcher_attrs(checked_launcher, narrowing)
@@ -167,7 +251,7 @@ def install(module: types.ModuleType, patcher: Patcher) -> None:
         if not positions:
             return narrowing
         kernel = getattr(getattr(launcher, "fn", None), "__name__", None) or "triton kernel"
-        return checking(narrowing, def_args, positions, kernel, allocated)
+        return checking(narrowing, def_args, positions, kernel, allocated, WATCH)
 
     layer_launchers(module, patcher, TARGET, guard)
 

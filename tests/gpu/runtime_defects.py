@@ -40,7 +40,7 @@ import triton
 import triton.language as tl
 
 from npu_fixes.fixes.boundary_downcast import wrap_launcher
-from npu_fixes.fixes.int64_past_int32 import Int64PastInt32, checked_arguments, checking
+from npu_fixes.fixes.int64_past_int32 import BoundsWatch, Int64PastInt32, checked_arguments, checking
 from npu_fixes.fixes.launch_grid import clamped_programs, clamps_grid
 from npu_fixes.fixes.rng_capture_gate import bernoulli_ops, gate_table
 from npu_fixes.fixes.shared.narrowing import boundary_plan
@@ -311,11 +311,13 @@ def overflow_row(device: str) -> Row:
     in0[1, 7] = 2**31
     launcher = compiled_launcher(io, in0)
     plan = boundary_plan(DOWNCAST_MODULE._DTYPE_DOWNCAST_MAP, launcher._npu_def_args, DOWNCAST_ARGS, MUTATED)
+    watch = BoundsWatch()
     launch = checking(wrap_launcher(DOWNCAST_MODULE, launcher, DOWNCAST_ARGS, MUTATED), launcher._npu_def_args,
-                      checked_arguments(plan), "downcast kernel", weakref.WeakSet())  # none allocated by a graph
-    label = "int64-past-int32 guard, an input holds 2**31"
+                      checked_arguments(plan), "downcast kernel", weakref.WeakSet(), watch)  # none allocated by a graph
+    label = "int64-past-int32 guard, an input holds 2**31 (reported by the watch, the host not blocked)"
     try:
         launch(io, in0, cond, torch.empty_like(io), io.numel())
+        watch.settle()  # where a step synchronises
     except Int64PastInt32 as err:
         return Row(label, f"raised: {err}", str(2**31) in str(err) and "'in_ptr0'" in str(err))
     return Row(label, "no error: the value was cut", False)
