@@ -62,20 +62,23 @@ def keep_strides(
     plan = boundary_plan(module._DTYPE_DOWNCAST_MAP, def_args, downcast_args, mutated_arg_names)
     if not plan:
         return narrowing
-    n_def = len(def_args)
-    Tensor = torch.Tensor
+    n_def, Tensor = len(def_args), torch.Tensor
+    steps = [(i, wide, narrow, role is not Role.OUTPUT, role is not Role.INPUT)  # keep values, write back
+             for i, _, wide, narrow, role in plan]
 
     def strided_launcher(*args: Any, stream: Any = None, **kwargs: Any) -> Any:
         if len(args) < n_def:
             return narrowing(*args, stream=stream, **kwargs)
         new_args, writebacks = None, []
-        for i, _, wide, narrow, role in plan:
+        for i, wide, narrow, keep_values, written in steps:
             a = args[i]
-            if isinstance(a, Tensor) and a.dtype == wide and not is_dense(a):
+            if isinstance(a, Tensor) and not a.is_contiguous() and a.dtype == wide and not is_dense(a):
                 new_args = new_args or list(args)
-                new_args[i] = tmp = narrow_like(a, narrow, keep_values=role is not Role.OUTPUT)
-                if role is not Role.INPUT:
+                new_args[i] = tmp = narrow_like(a, narrow, keep_values=keep_values)
+                if written:
                     writebacks.append((a, tmp))
+        if new_args is None:  # every wide argument dense: the backend's wrapper as it is
+            return narrowing(*args, stream=stream, **kwargs)
         return launch_and_write_back(narrowing, args, new_args, writebacks, stream, kwargs)
 
     return with_launcher_attrs(strided_launcher, narrowing)

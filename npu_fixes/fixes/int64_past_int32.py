@@ -124,14 +124,15 @@ class BoundsWatch:
         self.pending: collections.deque = collections.deque()
         self._seen: dict[int, tuple[weakref.ref, int]] = {}
 
-    def fresh(self, tensor: Any) -> bool:
-        """Whether ``tensor`` was not checked as it is now; noted as checked from here on."""
-        key, version = id(tensor), tensor._version
-        entry = self._seen.get(key)
-        if entry is not None and entry[0]() is tensor and entry[1] == version:
-            return False
-        self._seen[key] = (weakref.ref(tensor, lambda _ref, k=key: self._seen.pop(k, None)), version)
-        return True
+    def checked(self, tensor: Any) -> bool:
+        """Whether ``tensor`` was checked as it is now."""
+        entry = self._seen.get(id(tensor))
+        return entry is not None and entry[0]() is tensor and entry[1] == tensor._version
+
+    def note(self, tensor: Any) -> None:
+        """``tensor`` is checked as it is now."""
+        key = id(tensor)
+        self._seen[key] = (weakref.ref(tensor, lambda _ref, k=key: self._seen.pop(k, None)), tensor._version)
 
     def submit(self, kernel: str, named: list[tuple[str, Any]]) -> None:
         """Start the check of ``named`` (the inputs of one launch of ``kernel``)."""
@@ -209,9 +210,11 @@ def checking(narrowing: Callable[..., Any], def_args: Collection[str], positions
             if watch.pending:
                 watch.poll()
             named = [(name, args[i]) for i, name in positions
-                     if isinstance(args[i], Tensor) and args[i].dtype == int64
-                     and args[i].untyped_storage() not in allocated and watch.fresh(args[i])]
+                     if isinstance(args[i], Tensor) and not watch.checked(args[i]) and args[i].dtype == int64
+                     and args[i].untyped_storage() not in allocated]
             if named:
+                for _, tensor in named:
+                    watch.note(tensor)
                 watch.submit(kernel, named)
         return narrowing(*args, stream=stream, **kwargs)
 
