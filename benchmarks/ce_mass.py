@@ -390,13 +390,21 @@ def precision_stage(args: argparse.Namespace, records: dict[int, dict[str, Any]]
             records[rec.pop("index")].update(rec)
 
 
-def perf_stage(all_cases: list[Case], args: argparse.Namespace, records: dict[int, dict[str, Any]]) -> None:
+def perf_stage(
+    all_cases: list[Case],
+    args: argparse.Namespace,
+    records: dict[int, dict[str, Any]],
+    checkpoint: Callable[[], object] = lambda: None,
+) -> None:
+    """Paired eager timings of every case (``checkpoint`` called every 250 cases), then where
+    the time of the ten slowest goes."""
     group = one_rank_group()
     sync = torch.cuda.synchronize
     start = time.time()
     for i, case in enumerate(all_cases):
         if i % 250 == 0:
             print(f"perf: case {i} at {time.time() - start:.0f} s", flush=True)
+            checkpoint()
         rec = records[case.index]
         try:
             x, t, _ = make(case, "cuda")
@@ -593,12 +601,12 @@ def main() -> None:
     records: dict[int, dict[str, Any]] = {c.index: {} for c in all_cases}
     start = time.time()
     leaks, text = None, ""
-    for stage in ("precision", "perf", "leak"):
+    for stage in ("precision", "leak", "perf"):  # the longest last: each stage's results are saved
         if stage in stages:
             if stage == "precision":
                 precision_stage(args, records)
             elif stage == "perf":
-                perf_stage(all_cases, args, records)
+                perf_stage(all_cases, args, records, lambda done=leaks: save(args, all_cases, records, done))
             else:
                 leaks = leak_stage()
             print(f"{stage}: done at {time.time() - start:.0f} s", flush=True)
