@@ -99,8 +99,8 @@ def test_the_key_holds_the_tree_the_switches_and_triton(tmp_path, monkeypatch):
     other = _tree(tmp_path / "c", "x = 2\n")
     key = verdicts.key(one, ())
     assert key == verdicts.key(one, ()) and len(key) == 64
-    assert verdicts.key(same, ()) != key  # another place, another tree
-    assert verdicts.key(other, ()) not in (key, verdicts.key(same, ()))
+    assert verdicts.key(same, ()) == key  # the same sources elsewhere (a wheel extracted afresh)
+    assert verdicts.key(other, ()) != key
     assert verdicts.key(one, ("launch-grid",)) != key
     monkeypatch.setenv("TORCHINDUCTOR_MAX_AUTOTUNE", "1")  # a setting Inductor reads: another key
     assert verdicts.key(one, ()) != key

@@ -59,15 +59,18 @@ def _inductor_dir(module: ModuleType) -> str | None:
     return path if os.path.basename(path) else None
 
 
-def _python_files(root: str) -> list[str]:
-    return sorted(os.path.join(folder, name) for folder, _, names in os.walk(root) for name in names
-                  if name.endswith(".py"))
+def _python_files(root: str, label: str) -> list[tuple[str, str]]:
+    """``(label/relative path, path)`` of the Python files below ``root``, in order."""
+    return sorted((f"{label}/{os.path.relpath(os.path.join(folder, name), root)}", os.path.join(folder, name))
+                  for folder, _, names in os.walk(root) for name in names if name.endswith(".py"))
 
 
-def _files(inductor: str) -> list[str]:
-    own = [p for sub in ("fixes", "shim") for p in _python_files(os.path.join(_OWN, sub))]
-    return [*_python_files(os.path.join(inductor, "triton_experimental")),
-            *(os.path.join(inductor, f) for f in LOADER_FILES), *own]
+def _files(inductor: str) -> list[tuple[str, str]]:
+    """The files a verdict depends on, named relative to their tree: the same sources anywhere
+    (a wheel extracted afresh, a copied site) are the same key."""
+    own = [f for sub in ("fixes", "shim") for f in _python_files(os.path.join(_OWN, sub), f"npu_fixes/{sub}")]
+    return [*_python_files(os.path.join(inductor, "triton_experimental"), "triton_experimental"),
+            *((f, os.path.join(inductor, f)) for f in LOADER_FILES), *own]
 
 
 #: Content digests of file sets, by the files' paths, sizes and modification times: each set
@@ -75,9 +78,9 @@ def _files(inductor: str) -> list[str]:
 _DIGESTS: dict[tuple, str] = {}
 
 
-def _content(files: list[str]) -> str:
+def _content(files: list[tuple[str, str]]) -> str:
     stamp = []
-    for path in files:
+    for _, path in files:
         try:
             st = os.stat(path)
             stamp.append((path, st.st_size, st.st_mtime_ns))
@@ -86,8 +89,8 @@ def _content(files: list[str]) -> str:
     found = _DIGESTS.get(tuple(stamp))
     if found is None:
         digest = hashlib.sha256()
-        for path in files:
-            digest.update(f"\0{path}\0".encode())
+        for name, path in files:
+            digest.update(f"\0{name}\0".encode())
             with contextlib.suppress(OSError), open(path, "rb") as f:
                 digest.update(f.read())
         found = _DIGESTS[tuple(stamp)] = digest.hexdigest()
