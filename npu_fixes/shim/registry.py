@@ -1,5 +1,6 @@
-"""The registry: decides each fix when its target module imports (or reloads), and keeps
-one record per fix for ``status()``, ``apply()`` and ``undo()``."""
+"""The registry: decides each fix when its target module imports (or reloads), from its probe
+or from a verdict kept by an earlier process (:mod:`.verdicts`), and keeps one record per fix
+for ``status()``, ``apply()`` and ``undo()``."""
 
 from __future__ import annotations
 
