@@ -22,6 +22,8 @@ from npu_fixes.ops.cross_entropy import (
     direct_launch,
     eager_plans,
     launch_config,
+    routing,
+    sharding,
     torch_path,
     triton_path,
     tuning,
@@ -439,6 +441,26 @@ def test_one_rank_group_is_single_device() -> None:
     x, t = make_inputs(torch.float32)
     torch.testing.assert_close(parallel_cross_entropy(x, t, dist_process_group=group),
                                parallel_cross_entropy(x, t), rtol=0, atol=0)
+    assert sharding._SLICE_SIZES[group] == ()  # known to have one rank: no further size query
+    x2, t2 = torch.randn(2, 3, V + 5, device=DEVICE), torch.randint(0, V + 5, (2, 3), device=DEVICE)
+    torch.testing.assert_close(parallel_cross_entropy(x2, t2, dist_process_group=group),
+                               parallel_cross_entropy(x2, t2), rtol=0, atol=0)  # any vocabulary size
+
+
+def test_switches_unset_follows_the_environment(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The eager fast path's cheap look for the two switches sees every change at once."""
+    for name in ("NPU_FIXES_CE_FORCE_TRITON", "NPU_FIXES_CE_CHECK"):
+        monkeypatch.delenv("NPU_FIXES_CE_FORCE_TRITON", raising=False)
+        monkeypatch.delenv("NPU_FIXES_CE_CHECK", raising=False)
+        assert routing.switches_unset()
+        monkeypatch.setenv(name, "")  # set but empty: switch() decides (unset)
+        assert not routing.switches_unset() and routing.switch(name) is None
+        monkeypatch.setenv(name, "1")
+        assert not routing.switches_unset()
+        monkeypatch.delenv(name)
+        assert routing.switches_unset()
+    monkeypatch.setattr("os.environ", {"NPU_FIXES_CE_CHECK": "1"})  # not os._Environ: switch() decides
+    assert not routing.switches_unset()
 
 
 def test_routing(monkeypatch: pytest.MonkeyPatch) -> None:

@@ -102,9 +102,11 @@ def fast_forward(ctx: Any, inp: Tensor, target: Tensor, eps: float, reduce_loss:
     kind = "cuda" if inp.is_cuda else device.type
     if not tuning.FAST_LAUNCH.get(kind, False):
         return None
-    force = switch(switches.CE_FORCE_TRITON)
-    if force is False or switch(CE_CHECK):
-        return None
+    force = None
+    if not routing.switches_unset():
+        force = switch(switches.CE_FORCE_TRITON)
+        if force is False or switch(CE_CHECK):
+            return None
     index = device.index
     stream = None
     if kind == "cuda":

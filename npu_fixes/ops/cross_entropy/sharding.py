@@ -20,7 +20,7 @@ class Shard:
     largest: int  # largest slice in the group: every rank derives its path and split count from it
 
 
-# Slice sizes of every rank of a group, exchanged at the group's first call.
+# Slice sizes of every rank of a group, exchanged at the group's first call; () for a one-rank group.
 _SLICE_SIZES: dict[Any, tuple[int, ...]] = {}
 
 
@@ -40,12 +40,15 @@ def shard(group: Any, local_vocab: int, device: torch.device) -> Shard | None:
     """
     if group is None:
         return None
+    sizes = _SLICE_SIZES.get(group)
+    if sizes == ():  # a one-rank group (a group's size never changes)
+        return None
     import torch.distributed as dist
 
     world = dist.get_world_size(group)
     if world == 1:
+        _SLICE_SIZES[group] = ()
         return None
-    sizes = _SLICE_SIZES.get(group)
     if sizes is None:
         every = torch.empty(world, dtype=torch.int64, device=device)
         _all_gather(every, torch.tensor([local_vocab], dtype=torch.int64, device=device), group)
