@@ -309,29 +309,6 @@ def paired(
     return ta, tb
 
 
-def graph_ms(fn: Callable[[], object], inner: int = 3, replays: int = 20) -> float:
-    """Device milliseconds per call: ``inner`` calls captured in a CUDA graph, median replay."""
-    side = torch.cuda.Stream()
-    side.wait_stream(torch.cuda.current_stream())
-    with torch.cuda.stream(side):
-        fn()
-    torch.cuda.current_stream().wait_stream(side)
-    graph = torch.cuda.CUDAGraph()
-    with torch.cuda.graph(graph):
-        for _ in range(inner):
-            fn()
-    graph.replay()
-    times = []
-    for _ in range(replays):
-        start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
-        start.record()
-        graph.replay()
-        end.record()
-        end.synchronize()
-        times.append(start.elapsed_time(end) / inner)
-    return statistics.median(times)
-
-
 def host_us(fn: Callable[[], object], calls: int = 20) -> float:
     """Host microseconds per call, the calls queued after a sync and not waited for."""
     times = []
@@ -441,6 +418,8 @@ def perf_stage(
         rec["ours_ms"], rec["torch_ms"] = statistics.median(ta), statistics.median(tb)
         rec["ratio"] = statistics.median(p / q for p, q in zip(ta, tb, strict=True))
         rec["rounds"] = len(ta)
+    from ce_benchmark import graph_ms  # beside this script: the device time of a call, graph-captured
+
     worst = sorted(all_cases, key=lambda c: -records[c.index].get("ratio", 0.0))[:10]
     for case in worst:  # where the time of the slowest goes
         x, t, _ = make(case, "cuda")
@@ -448,7 +427,7 @@ def perf_stage(
         rec = records[case.index]
         rec["ours_host_us"], rec["torch_host_us"] = host_us(a), host_us(b)
         try:
-            rec["ours_dev_ms"], rec["torch_dev_ms"] = graph_ms(a), graph_ms(b)
+            rec["ours_dev_ms"], rec["torch_dev_ms"] = graph_ms(a, 20, inner=3), graph_ms(b, 20, inner=3)
         except Exception as exc:  # noqa: BLE001 - a capture that fails is reported
             rec["perf_error"] = f"graph: {type(exc).__name__}: {exc}"[:300]
 
