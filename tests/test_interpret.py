@@ -287,6 +287,22 @@ def test_libdevice_maps_to_math_or_numpy():
         libdevice.no_such_function  # noqa: B018
 
 
+def test_a_libdevice_function_of_operands_of_two_shapes_has_their_broadcast_shape():
+    """``pow(tl.full([1], c), x)`` (RoPE's inverse frequencies) is x's shape, as Triton types it:
+    typed [1], the next broadcast against x's shape failed."""
+    import numpy as np
+    from triton.runtime.interpreter import TensorHandle
+
+    def block(values: list[float]) -> tl.tensor:
+        data = np.array(values, dtype=np.float32)
+        return tl.tensor(TensorHandle(data, tl.float32), tl.block_type(tl.float32, [len(values)]))
+
+    powered = libdevice.pow(block([10.0]), block([0.0, 1.0, 2.0, 3.0]))
+    assert powered.type.shape == [4] and powered.handle.data.tolist() == [1.0, 10.0, 100.0, 1000.0]
+    flags = libdevice.isnan(block([0.0, float("nan")]))
+    assert flags.type.shape == [2] and flags.dtype == tl.int1 and flags.handle.data.tolist() == [False, True]
+
+
 def test_programs_run_in_row_major_order_or_shuffled():
     out, ids = torch.zeros(1, dtype=torch.int32), torch.full((8,), -1, dtype=torch.int32)
     interpret(_last_writer.fn, (8, 1, 1), {"out_ptr": out, "ids_ptr": ids, "n": 8})

@@ -115,13 +115,17 @@ def _numpy_elementwise(name: str) -> Callable[..., Any]:
     compute = getattr(np, _NUMPY_LIBDEVICE[name])
 
     def elementwise(*args: Any, **kwargs: Any) -> Any:
-        first = next(a for a in args if isinstance(a, tl.tensor))
-        values = [a.handle.data if isinstance(a, tl.tensor) else a for a in args]
-        data = compute(*values)
-        if data.dtype == np.bool_:
-            return tl.tensor(TensorHandle(data, tl.int1), first.type.with_element_ty(tl.int1)
-                             if first.type.is_block() else tl.int1)
-        return tl.tensor(TensorHandle(data.astype(first.handle.data.dtype), first.dtype), first.type)
+        tensors = [a for a in args if isinstance(a, tl.tensor)]
+        first = tensors[0]
+        data = compute(*[a.handle.data if isinstance(a, tl.tensor) else a for a in args])
+        element = tl.int1 if data.dtype == np.bool_ else first.dtype
+        if data.dtype != np.bool_:
+            data = data.astype(first.handle.data.dtype)
+        # typed by the operands' broadcast shape, as Triton broadcasts an extern function's
+        # operands (``pow(tl.full([1], c), x)`` is x's shape, not [1])
+        blocks = any(t.type.is_block() for t in tensors)
+        typed = tl.block_type(element, list(data.shape)) if blocks else element
+        return tl.tensor(TensorHandle(data, element), typed)
 
     return elementwise
 
