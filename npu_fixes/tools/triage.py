@@ -15,7 +15,7 @@ from typing import Any
 
 from .outcomes import FAILING
 
-KINDS = ("defect", "pytorch", "harness")
+KINDS = ("defect", "pytorch", "harness", "guarded")
 #: What the sweep adds to the detail of a wrong bfloat16 sample that equals eager once
 #: Inductor rounds each bfloat16 step as eager does.
 EQUAL_WITH_PRECISION_CASTS = "equals eager with torch._inductor.config.emulate_precision_casts = True"
@@ -25,7 +25,8 @@ EQUAL_WITH_PRECISION_CASTS = "equals eager with torch._inductor.config.emulate_p
 class FailureClass:
     name: str
     #: ``defect`` (the backend's: a device fails too), ``pytorch`` (PyTorch's own Inductor
-    #: computes the same without torch_npu) or ``harness`` (this CPU harness only).
+    #: computes the same without torch_npu), ``harness`` (this CPU harness only) or ``guarded``
+    #: (npu_fixes' own clear error, in place of a silent wrong result).
     kind: str
     outcome: str
     #: Regex on the record's ``detail``; on the failing kernel's source (``""``: any).
@@ -67,6 +68,36 @@ CLASSES: tuple[FailureClass, ...] = (
         "every index_put_ a fallback. Whether the NPU's index_put_ refuses it too was not run. Not "
         "repaired by npu_fixes",
     ),
+)
+
+
+def own_errors() -> tuple[str, ...]:
+    """The names of the errors npu_fixes raises in compiled code in place of a wrong result:
+    the exception classes its fix modules define (a guard's, or a repair's refusal)."""
+    import importlib
+    import inspect
+
+    from ..fixes import MODULES
+
+    names = set()
+    for name in MODULES:
+        module = importlib.import_module(f"npu_fixes.fixes.{name}")
+        names |= {obj.__name__ for obj in vars(module).values() if inspect.isclass(obj)
+                  and issubclass(obj, Exception) and obj.__module__ == module.__name__
+                  and not obj.__name__.startswith("_")}  # a probe's own signal
+    return tuple(sorted(names))
+
+
+GUARDED_VERDICT = (
+    "guarded: npu_fixes stopped the {stage} with its own clear error (it names the kernel or setting and "
+    "the workaround) where the backend as built would compute a wrong value or fault; the sample's values "
+    "are beyond what this torch_npu computes right"
+)
+#: npu_fixes' own errors, stopping a compile or a launch.
+CLASSES += tuple(
+    FailureClass(f"npu-fixes-guard-{stage}", "guarded", outcome, rf"^({'|'.join(own_errors())}): ", "",
+                 GUARDED_VERDICT.format(stage=stage))
+    for stage, outcome in (("compile", "compile-error"), ("launch", "run-time-error"))
 )
 
 
