@@ -24,50 +24,40 @@ def _entries(distribution: str) -> set[str]:
     return {f.parts[0] for f in metadata.distribution(distribution).files or () if f.parts[0] != ".."}
 
 
+#: Version-string lines, by the file that holds one.
+VERSION_LINES = {"version.py": ("^__version__ = .*$", "__version__ = '{}'"), "METADATA": ("^Version: .*$", "Version: {}")}
+
+
+def _linked(source: Path, dest: Path, edited: set[str], version: str, left_out: set[str] = frozenset()) -> None:
+    """``dest`` holding a link to each entry of ``source`` but ``left_out``; the paths of
+    ``edited`` (relative to ``source``) copied instead, their version string set to ``version``,
+    the folders above them made of links in turn."""
+    dest.mkdir(exist_ok=True)
+    for entry in sorted(set(os.listdir(source)) - left_out - {"__pycache__"}):
+        below = {path.partition("/")[2] for path in edited if path.startswith(f"{entry}/")}
+        if below:
+            _linked(source / entry, dest / entry, below, version)
+        elif entry in edited:
+            pattern, line = VERSION_LINES[entry]
+            text = (source / entry).read_text()
+            (dest / entry).write_text(re.sub(pattern, line.format(version), text, count=1, flags=re.M))
+        else:
+            (dest / entry).symlink_to(source / entry)
+
+
 def make_venv(dest: Path, leave_out: tuple[str, ...] = (), torch_version: str | None = None) -> Path:
     """A venv at ``dest`` with the test venv's packages but the distributions ``leave_out``;
     with ``torch_version``, torch's version string (module and metadata) edited to it.
     Returns the venv's interpreter."""
     subprocess.run([sys.executable, "-m", "venv", "--without-pip", str(dest)], check=True)
-    site = dest / SITE.relative_to(Path(sys.prefix))
-    skipped = set().union(*map(_entries, leave_out))
-    edited = {e for e in _entries("torch") if e == "torch" or e.endswith(".dist-info")} if torch_version else set()
-    for entry in sorted(set(os.listdir(SITE)) - skipped - {"__pycache__"}):
-        if entry in edited:
-            _edited_torch(SITE / entry, site / entry, torch_version)
-        else:
-            (site / entry).symlink_to(SITE / entry)
+    edited = {"torch/version.py", *(f"{e}/METADATA" for e in _entries("torch") if e.endswith(".dist-info"))}
+    _linked(SITE, dest / SITE.relative_to(Path(sys.prefix)), edited if torch_version else set(), torch_version or "",
+            set().union(*map(_entries, leave_out)))
     return dest / "bin" / "python"
-
-
-def _edited_torch(source: Path, dest: Path, version: str) -> None:
-    """``torch/`` or its ``dist-info`` at ``dest`` with the version string ``version``: the
-    edited file a copy, every other entry a link."""
-    dest.mkdir()
-    edited = {"version.py": r"^__version__ = .*$", "METADATA": r"^Version: .*$"}
-    for entry in os.listdir(source):
-        pattern = edited.get(entry)
-        if pattern is None:
-            (dest / entry).symlink_to(source / entry)
-            continue
-        text = (source / entry).read_text()
-        line = f"__version__ = '{version}'" if entry == "version.py" else f"Version: {version}"
-        (dest / entry).write_text(re.sub(pattern, line, text, count=1, flags=re.M))
 
 
 def torch_npu_as(site: Path, dest: Path, version: str) -> Path:
     """``dest``: the torch_npu install at ``site`` with the version string ``version`` in its
     ``torch_npu/version.py`` (a copy; every other entry a link)."""
-    dest.mkdir()
-    for entry in os.listdir(site):
-        if entry != "torch_npu":
-            (dest / entry).symlink_to(site / entry)
-    (dest / "torch_npu").mkdir()
-    for entry in os.listdir(site / "torch_npu"):
-        if entry != "version.py":
-            (dest / "torch_npu" / entry).symlink_to(site / "torch_npu" / entry)
-    text = (site / "torch_npu" / "version.py").read_text()
-    (dest / "torch_npu" / "version.py").write_text(re.sub(r"^__version__ = .*$", f"__version__ = '{version}'",
-                                                          text, count=1, flags=re.M))
+    _linked(site, dest, {"torch_npu/version.py"}, version)
     return dest
-

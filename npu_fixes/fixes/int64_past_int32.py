@@ -99,14 +99,6 @@ def report(kernel: str, names: list[str], bounds: list[int]) -> None:
                 f"where the kernel never reads those values, NPU_FIXES_DISABLE=int64-past-int32")
 
 
-def check(kernel: str, named: list[tuple[str, Any]]) -> None:
-    """Raise :class:`Int64PastInt32` where a tensor of ``named`` holds a value past int32, now
-    (one min/max each, and a wait for them)."""
-    named = [(name, t) for name, t in named if t.numel()]
-    if named:
-        report(kernel, [name for name, _ in named], _bounds(named).tolist())
-
-
 class BoundsWatch:
     """The bounds of the int64 inputs, found on their device and read back without blocking.
 
@@ -159,16 +151,17 @@ class BoundsWatch:
     def poll(self) -> None:
         """Read the checks that are done (and the oldest, past :attr:`limit`); raise for one past int32."""
         while self.pending and (len(self.pending) > self.limit or self.pending[0][0].query()):
-            event, host, kernel, names = self.pending.popleft()
-            event.synchronize()
-            report(kernel, names, host.tolist())
+            self._read_oldest()
 
     def settle(self) -> None:
         """Wait for every check started and raise for one past int32 (a natural synchronisation)."""
         while self.pending:
-            event, host, kernel, names = self.pending.popleft()
-            event.synchronize()
-            report(kernel, names, host.tolist())
+            self._read_oldest()
+
+    def _read_oldest(self) -> None:
+        event, host, kernel, names = self.pending.popleft()
+        event.synchronize()
+        report(kernel, names, host.tolist())
 
 
 #: The watch of this process's guard (:func:`install`): ``settle()`` it where a step synchronises.

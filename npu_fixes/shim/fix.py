@@ -12,14 +12,11 @@ from typing import TYPE_CHECKING, Any
 
 from packaging.specifiers import SpecifierSet
 
+from .versions import TESTED_WINDOWS
+
 if TYPE_CHECKING:
     from .catalogue import About
     from .patcher import Patcher
-
-
-#: The versions the backend's fixes were tested with, by package: outside them none is applied.
-TESTED_WINDOWS = {"torch": SpecifierSet(">=2.13.0.dev0,<2.15"),
-                  "torch_npu": SpecifierSet(">=2.13.0.dev0,<2.15")}
 
 
 class State(str, enum.Enum):

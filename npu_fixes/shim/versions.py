@@ -9,6 +9,10 @@ from importlib import metadata
 from packaging.specifiers import SpecifierSet
 from packaging.version import InvalidVersion, Version
 
+#: The versions the backend's fixes were tested with, by package: outside them none is applied.
+TESTED_WINDOWS = {"torch": SpecifierSet(">=2.13.0.dev0,<2.15"),
+                  "torch_npu": SpecifierSet(">=2.13.0.dev0,<2.15")}
+
 
 def _distribution_version(name: str) -> str | None:
     try:
@@ -49,18 +53,14 @@ def _contains(spec: str, version: str) -> bool:
     return SpecifierSet(spec).contains(parsed, prereleases=True)
 
 
-#: The distributions whose versions ``status`` and ``audit`` record.
-RECORDED = ("torch", "torch-npu", "triton", "triton-ascend")
-
-
 def seen(torch_npu: str | None = None) -> dict[str, str | None]:
     """The versions a decision here is made with: torch and torch_npu as the fixes read them
     (``torch_npu``, where given, stands for an audited one), Triton's distributions as
     installed."""
-    found = {name: _distribution_version(name) for name in RECORDED}
-    found["torch"] = torch_version()
-    found["torch-npu"] = torch_npu if torch_npu is not None else torch_npu_version()
-    return found
+    return {"torch": torch_version(),
+            "torch-npu": torch_npu if torch_npu is not None else torch_npu_version(),
+            "triton": _distribution_version("triton"),
+            "triton-ascend": _distribution_version("triton-ascend")}
 
 
 def declared_torch(requirements: list[str] | None) -> str | None:
@@ -86,14 +86,13 @@ def installed_torch_npu_requirements() -> list[str] | None:
         return None
 
 
-def notes(windows: dict[str, SpecifierSet], torch: str | None, torch_npu: str | None,
-          torch_declared: str | None) -> list[str]:
-    """What a user must know about these versions: one outside ``windows`` (the fixes' own,
-    by package: nothing is applied then), and a torch other than the one torch_npu declares."""
+def notes(torch: str | None, torch_npu: str | None, torch_declared: str | None) -> list[str]:
+    """What a user must know about these versions: one outside :data:`TESTED_WINDOWS` (nothing
+    is applied then), and a torch other than the one torch_npu declares."""
     found = []
     for label, version in (("torch", torch), ("torch_npu", torch_npu)):
-        spec = windows.get(label)
-        if spec is not None and not in_window(version, spec):
+        spec = TESTED_WINDOWS[label]
+        if not in_window(version, spec):
             found.append(f"{label} {version} is outside the versions npu_fixes was tested with ({spec}): "
                          "its fixes are not applied (see `npu-fixes audit`: which defects this build has)")
     if torch and torch_declared and not in_window(torch, SpecifierSet(torch_declared)):

@@ -27,7 +27,7 @@ from typing import Any
 
 from ..fixes import all_fixes
 from ..shim import versions
-from ..shim.fix import TESTED_WINDOWS, Fix, State, TargetMissing, one_line
+from ..shim.fix import Fix, State, TargetMissing, one_line
 from ..shim.pristine import left_as_found
 from ..shim.registry import Registry
 from . import host
@@ -234,7 +234,7 @@ def audit(location: str | os.PathLike[str] | None = None) -> AuditReport:
         rows = [_row(fix, before, run) for fix, before in zip(backend, befores, strict=True)]
     seen = versions.seen(loaded.version)
     declared = versions.declared_torch(host.requirements(location))
-    notes = versions.notes(TESTED_WINDOWS, seen["torch"], loaded.version, declared)
+    notes = versions.notes(seen["torch"], loaded.version, declared)
     errors = [e for e in (loaded.version_error, _unknown_layout(loaded, backend)) if e] + _disagreements(rows)
     return AuditReport(loaded.version, str(Path(location).resolve()), rows, errors, seen, notes,
                        loaded.has_backend)

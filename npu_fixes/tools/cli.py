@@ -14,7 +14,6 @@ from pathlib import Path
 
 from ..shim import autoload as _autoload
 from ..shim import versions
-from ..shim.fix import TESTED_WINDOWS
 from . import prerequisites
 
 EXIT_OK, EXIT_BROKEN, EXIT_USAGE, EXIT_UPGRADE = 0, 1, 2, 3
@@ -79,7 +78,7 @@ def cmd_status(args: argparse.Namespace) -> int:
         registry.mark_absent(name, f"module {name} cannot be imported here")
     records = npu_fixes.status()
     seen = versions.seen()
-    notes = versions.notes(TESTED_WINDOWS, seen["torch"], seen["torch-npu"],
+    notes = versions.notes(seen["torch"], seen["torch-npu"],
                            versions.declared_torch(versions.installed_torch_npu_requirements()))
     if args.json:
         print(json.dumps({"versions": seen, "notes": notes, "imports": problems,
@@ -261,7 +260,7 @@ def cmd_sweep(args: argparse.Namespace) -> int:
         if not ids:
             raise ValueError("the selection holds no sample")
         root = host.locate(location)  # a wheel is extracted once, here, not in every worker
-        if not (root / Path(*host.BACKEND.split("."))).is_dir():
+        if not host.backend_dir(root).is_dir():
             raise ValueError(f"{Path(location).resolve()}: this torch_npu has no triton_experimental "
                              "backend, nothing to sweep")
         journal = sweep.Journal(args.journal, sweep.fingerprint(str(root))) if args.journal else None

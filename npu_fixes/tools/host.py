@@ -142,6 +142,11 @@ def requirements(location: str | os.PathLike[str]) -> list[str] | None:
     return None if text is None else email.parser.Parser().parsestr(text).get_all("Requires-Dist") or []
 
 
+def backend_dir(root: Path) -> Path:
+    """The ``triton_experimental`` folder of the torch_npu tree at ``root``."""
+    return root / Path(*BACKEND.split("."))
+
+
 def installed_location() -> Path | None:
     """Directory of the installed torch_npu package, found without importing it."""
     spec = importlib.util.find_spec("torch_npu")
@@ -344,8 +349,7 @@ def _load_modules(root: Path, source: Path) -> HostLoad:
     _bare_package("torch_npu", root / "torch_npu")
     _bare_package("torch_npu._inductor", root / "torch_npu" / "_inductor")
     version, version_error = _load_version(root)
-    backend_dir = root / "torch_npu" / "_inductor" / "triton_experimental"
-    load_result = HostLoad(root, source.resolve(), version, backend_dir.is_dir(), {}, {}, version_error)
+    load_result = HostLoad(root, source.resolve(), version, backend_dir(root).is_dir(), {}, {}, version_error)
     if not load_result.has_backend:
         return load_result
 
