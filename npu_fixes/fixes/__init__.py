@@ -74,6 +74,7 @@ MODULES = (
     "alias_size_args",
     "upsample_symbolic_sizes",
     "widened_load_inner_axis",
+    "float64_as_float32",
     "te_parallel_ce",
 )
 

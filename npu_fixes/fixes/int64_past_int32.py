@@ -48,6 +48,7 @@ from .shared.narrowing import (
     boundary_plan,
     capture_detector,
     is_capturing,
+    kernel_name,
     layer_launchers,
     probe_wrapper,
     with_launcher_attrs,
@@ -246,7 +247,7 @@ def install(module: types.ModuleType, patcher: Patcher) -> None:
         positions = checked_arguments(plan)
         if not positions:
             return narrowing
-        kernel = getattr(getattr(launcher, "fn", None), "__name__", None) or "triton kernel"
+        kernel = kernel_name(launcher)
         return checking(narrowing, def_args, positions, kernel, allocated, WATCH)
 
     layer_launchers(module, patcher, TARGET, guard)

@@ -211,6 +211,7 @@ class InterpretedBinary:
     def __init__(self, src: Any, launches: list[Launch], order: random.Random | None) -> None:
         self.src = src
         self.fn = src.fn
+        self.name = src.fn.__name__
         self.constants = {self._name(k): v for k, v in (getattr(src, "constants", None) or {}).items()}
         self.signature = dict(getattr(src, "signature", None) or {})
         self.metadata = types.SimpleNamespace(num_warps=1, num_ctas=1, cluster_dims=(1, 1, 1), shared=0)

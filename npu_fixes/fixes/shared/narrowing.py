@@ -137,6 +137,14 @@ def with_launcher_attrs(wrapper: Callable[..., Any], launcher: Callable[..., Any
     return wrapper
 
 
+def kernel_name(launcher: Any) -> str:
+    """The name of the kernel ``launcher`` launches: its ``fn``'s, else that of the compiled
+    kernel its code holds as ``bin`` (Triton's ``CompiledKernel.name``), else "triton kernel"."""
+    fn = getattr(launcher, "fn", None)
+    binary = (getattr(launcher, "__globals__", None) or {}).get("bin")
+    return getattr(fn, "__name__", None) or getattr(binary, "name", None) or "triton kernel"
+
+
 def layer_launchers(module: Any, patcher: Any, target: str, layer: Callable[..., Any]) -> None:
     """Wrap the downcast wrapper ``target`` of ``module`` so that each launcher it returns with
     something to narrow gets ``layer(narrowing, launcher, def_args, downcast_args,
