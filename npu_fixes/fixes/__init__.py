@@ -75,6 +75,7 @@ MODULES = (
     "upsample_symbolic_sizes",
     "widened_load_inner_axis",
     "float64_as_float32",
+    "reduction_dim_rewrite",
     "te_parallel_ce",
 )
 
