@@ -8,14 +8,20 @@ and reads past its buffer.
   length ``a*b``), which ``indexing`` itself creates when it merges ``r0_0 + b*r0_1``. A load
   through the whole-range node gets no mask, and on the last block it reads past its buffer
   (a ``slice_scatter`` into a transposed view, then ``amax``: the sweep's ``gen:96``; the
-  values read are discarded by the accumulator's guard, the reads are not).
+  values read are discarded by the accumulator's guard, the reads are not). So does a load
+  through a node the tree was split from (kept in its ``tree_node_mapping``, ``r0_0 = r0_1 +
+  1023*r0_2``): the shifted-label cross entropy of causal-LM training,
+  ``F.cross_entropy(logits[..., :-1, :], labels[..., 1:])`` over 2 x 1023 tokens, reads one
+  element past the per-token loss on the last block of 512 (f8802037a on, both wheels); on a
+  device a read past an allocation can fault, depending on the block size autotuning picks.
 - **Where**: ``codegen.triton.NPUTritonKernel.indexing``.
 - **Probe**: the live ``indexing`` on a CPU kernel whose r0 range of 65 has nodes of 5, 13
   and the whole range: does ``r0_0`` get ``r0_mask`` and ``r0_0 + 5*r0_1`` (emitted as the
   whole-range node) none?
-- **Fix**: after ``indexing``, an index through a free node whose divisor equals the
-  smallest one of its tree gets that tree's mask too, unless the kernel's own mask filter
-  drops it (a tree whose mask is constant, a reduction whose guard is proven dead).
+- **Fix**: after ``indexing``, an index through a node (free, or split into free ones) whose
+  divisor equals the smallest one of the tree's free nodes gets that tree's mask too, unless
+  the kernel's own mask filter drops it (a tree whose mask is constant, a reduction whose
+  guard is proven dead).
 """
 
 from __future__ import annotations
@@ -43,7 +49,7 @@ def _divisor_key(node: Any) -> int:
 
 def missing_masks(kernel: Any, result: Any) -> list[str]:
     """The reduction masks ``result`` (an ``IndexingOptions``) lacks though its index runs
-    through a free node of its tree's smallest divisor (trees of two or more free nodes)."""
+    through a node of its tree's smallest free divisor (trees of two or more free nodes)."""
     used = {symbol.name for symbol in result.index.free_symbols}
     missing = []
     for tree in kernel.range_trees:
@@ -55,7 +61,8 @@ def missing_masks(kernel: Any, result: Any) -> list[str]:
         if len(free) < 2:
             continue
         smallest = min(_divisor_key(node) for node in free)
-        if any(node.symbol().name in used and _divisor_key(node) == smallest for node in free):
+        # a node split into others (its mapping) runs over their whole range too
+        if any(node.symbol().name in used and _divisor_key(node) == smallest for node in tree.nodes.values()):
             missing.append(mask)
     return missing
 
@@ -118,8 +125,9 @@ def probe(module: types.ModuleType) -> Probe:
 FIX = Fix(
     name="flat-rnode-mask",
     about=About(
-        symptom="a reduction over a split range reads past its input on the last block (a `slice_scatter` "
-                "into a transposed view, then `amax`), with no error",
+        symptom="a reduction over a split range reads past its input on the last block (the "
+                "shifted-label cross entropy of causal-LM training; a `slice_scatter` into a transposed "
+                "view, then `amax`), with no error",
         present=EVERYWHERE,
         fixed_in=NOT_FIXED,
         workaround="`torch_npu._inductor.triton_experimental.config.codegen_linearize = False`, set before "

@@ -33,4 +33,20 @@ def test_reads_past_the_input_as_built_and_equals_eager_with_npu_fixes(runs, sta
     for label in DEFECTIVE:
         assert first in str(before[label]), (label, before[label])
     assert before["plain-amax"] is True, "a reduction with no whole-range node is right as built"
-    assert after == dict.fromkeys((*DEFECTIVE, "plain-amax"), True), after
+    assert after == dict.fromkeys((*DEFECTIVE, "plain-amax", "shifted-loss"), True), after
+
+
+@pytest.mark.parametrize("state", STATES)
+def test_the_shifted_label_loss_reads_past_its_buffer_as_built(runs, state):
+    """``F.cross_entropy(logits[..., :-1, :], labels[..., 1:])`` over 2 x 1023 tokens: its final
+    reduction loads the per-token loss through the node its tree was split from (``r0_0 = r0_1
+    + 1023*r0_2``), unmasked, and its last block of 512 reads one element past the buffer; up to
+    95c9094da the reduction is generated otherwise (at 8bfbb9ed1 the compile stops first on a
+    defect dualview-fold repairs) and equals eager."""
+    before = runs[state]["before"]["shifted-loss"]
+    if state == "8bfbb9ed1":
+        assert "Unregistered range symbol: r0_0" in str(before), before
+    elif state == "95c9094da":
+        assert before is True
+    else:
+        assert "a load outside every buffer" in str(before), before

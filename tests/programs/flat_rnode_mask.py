@@ -20,16 +20,27 @@ def run_all(codegen) -> dict:
     def plain_amax(x):
         return x.t().amax()
 
+    def shifted_loss(logits, labels):  # causal-LM training's loss line
+        import torch.nn.functional as F
+
+        vocab = logits.shape[-1]
+        return F.cross_entropy(logits[..., :-1, :].reshape(-1, vocab), labels[..., 1:].reshape(-1),
+                               ignore_index=-100)
+
     torch.manual_seed(0)
     x = torch.randn(109, 481, 5)
 
     def close(got, want):
         return bool(torch.allclose(got, want, rtol=1e-4, atol=1e-4))
 
+    labels = torch.randint(0, 32, (2, 1024))
+    labels[:, :5] = -100
     static = against_eager(codegen, {"scattered-amax": (scattered_amax, (x,)),
-                                     "plain-amax": (plain_amax, (torch.randn(3001, 7),))}, close)
+                                     "plain-amax": (plain_amax, (torch.randn(3001, 7),)),
+                                     "shifted-loss": (shifted_loss, (torch.randn(2, 1024, 32), labels))}, close)
     dynamic = against_eager(codegen, {"scattered-amax-dynamic": (scattered_amax, (x,))}, close, dynamic=True)
     return static | dynamic
+
 
 def reductions(location: str) -> dict:
     """The programs through the backend at ``location`` without and with npu_fixes."""
