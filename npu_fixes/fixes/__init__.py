@@ -76,6 +76,7 @@ MODULES = (
     "widened_load_inner_axis",
     "float64_as_float32",
     "reduction_dim_rewrite",
+    "rsplit_bare_store",
     "te_parallel_ce",
 )
 

@@ -33,6 +33,7 @@ from typing import Any
 from ..shim.catalogue import EVERYWHERE, NOT_FIXED, About
 from ..shim.fix import Fix, Probe
 from ..shim.patcher import Patcher
+from .shared.rsplit import partial_stage_kernel
 
 TARGET = "NPUTritonKernel._npu_rewrite_rsplit_partial_body"
 #: ``r0__per_core = (r0_numel + rsplit_nsplit - 1) // rsplit_nsplit`` (8bfbb9ed1: ``total_thread``)
@@ -94,24 +95,11 @@ def install(module: types.ModuleType, patcher: Patcher) -> None:
     patcher.wrap_path(module, TARGET, partial_body)
 
 
-def probe_kernel(module: types.ModuleType) -> Any:
-    """A kernel of the live class set up as the partial stage of :data:`PROBE_SOURCE`: one
-    reduction tree ``r0_``, output ``out_ptr0``, workspace ``ws_ptr``."""
-    import torch
-
-    NS = types.SimpleNamespace
-    kernel = object.__new__(module.NPUTritonKernel)
-    kernel.npu_rsplit_axis = None
-    kernel.npu_rsplit_ws = ("ws_ptr", 0, "1", torch.float32)
-    kernel.range_trees = [NS(is_reduction=False, prefix="x"), NS(is_reduction=True, prefix="r0_")]
-    kernel.args = NS(output_buffers={"buf0": "out_ptr0"}, inplace_buffers={})
-    return kernel
-
-
 def probe(module: types.ModuleType) -> Probe:
     """Run the live rewrite on :data:`PROBE_SOURCE`: does a block of the result run past its
     core's slice?"""
-    src = getattr(module.NPUTritonKernel, TARGET.rpartition(".")[2])(probe_kernel(module), PROBE_SOURCE)
+    rewrite = getattr(module.NPUTritonKernel, TARGET.rpartition(".")[2])
+    src = rewrite(partial_stage_kernel(module), PROBE_SOURCE)
     loop = next((line.strip() for line in src.splitlines() if "for r0_offset in" in line), "no loop")
     if aligned(src) is not None:
         return Probe(True, f"a split sum of 65536 with its mask dropped walks {loop} over slices of "

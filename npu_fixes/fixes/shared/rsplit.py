@@ -1,6 +1,7 @@
 """The rsplit predicate: narrow the cross-core split predicate
 ``_npu_rsplit_outer_applicable``, and ask the live one about stand-in kernels (rsplit-outer,
-rsplit-nonsum, rsplit-nested-range, rsplit-epilogue, rsplit-inner-static)."""
+rsplit-nonsum, rsplit-nested-range, rsplit-epilogue, rsplit-inner-static); a stand-in of a
+split's partial stage for the live source rewrite (rsplit-slice-tail, rsplit-bare-store)."""
 
 from __future__ import annotations
 
@@ -87,3 +88,18 @@ def narrow_predicate(module: types.ModuleType, patcher: Patcher, allows: Callabl
         return allows(kernel) and bool(wrapped(*args, **kwargs))
 
     patcher.wrap_path(module, TARGET, narrowed)
+
+
+def partial_stage_kernel(module: types.ModuleType) -> Any:
+    """A kernel of the live class set up as a split sum's partial stage, for its
+    ``_npu_rewrite_rsplit_partial_body``: one reduction tree ``r0_``, output ``out_ptr0``,
+    workspace ``ws_ptr`` of one float32 row."""
+    import torch
+
+    NS = types.SimpleNamespace
+    kernel = object.__new__(module.NPUTritonKernel)
+    kernel.npu_rsplit_axis = None
+    kernel.npu_rsplit_ws = ("ws_ptr", 0, "1", torch.float32)
+    kernel.range_trees = [NS(is_reduction=False, prefix="x"), NS(is_reduction=True, prefix="r0_")]
+    kernel.args = NS(output_buffers={"buf0": "out_ptr0"}, inplace_buffers={})
+    return kernel
