@@ -48,13 +48,14 @@ def newest_reports(results: Path) -> dict[str, tuple[str, dict]]:
             raise SystemExit(f"sweep_summary: {path.parent.name}: {commit} is not a commit of this history")
         return found
 
-    whole = Selection().label()
+    # a whole run made before the training-step family joined the corpus is its time's whole run
+    wholes = {Selection().label(), Selection(training=False).label()}
     runs: dict[str, tuple[int, Path, dict]] = {}
     for path in sorted(results.glob("*_sweep/*.json")):
         if path.stem not in STATES:
             continue
         report = json.loads(path.read_text())
-        if report["corpus"] != whole:
+        if report["corpus"] not in wholes:
             continue
         if path.stem not in runs or age(path) < runs[path.stem][0]:
             runs[path.stem] = (age(path), path, report)

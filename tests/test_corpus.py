@@ -6,7 +6,7 @@ from __future__ import annotations
 import pytest
 import torch
 
-from npu_fixes.tools import corpus
+from npu_fixes.tools import corpus, training_corpus
 
 
 def test_a_size_cap_picks_programs_without_changing_them():
@@ -26,7 +26,8 @@ def test_generated_programs_run_in_eager():
 
 @pytest.mark.parametrize(
     "sample_id",
-    ["gen:3", "opinfo:sum:-:float32:fwd:static:1", "opinfo:max:reduction_no_dim:int64:fwd:static:0"],
+    ["gen:3", "opinfo:sum:-:float32:fwd:static:1", "opinfo:max:reduction_no_dim:int64:fwd:static:0",
+     "train:rope-interleaved"],
 )
 def test_a_sample_is_rebuilt_with_the_same_inputs(sample_id):
     first, second = corpus.sample(sample_id), corpus.sample(sample_id)
@@ -36,7 +37,7 @@ def test_a_sample_is_rebuilt_with_the_same_inputs(sample_id):
 
 
 @pytest.mark.parametrize(("bad", "why"), [
-    ("gen:x", "unknown form"), ("nonsense", "unknown form"),
+    ("gen:x", "unknown form"), ("nonsense", "unknown form"), ("train:nope", "no training-step program 'nope'"),
     ("opinfo:no-such-op:-:float32:fwd:static:0", "no OpInfo op 'no-such-op'"),
     ("opinfo:sum:-:float16:fwd:static:0", "dtype 'float16' is none of"),
     ("opinfo:sum:-:float32:up:static:0", "direction 'up' is none of fwd, bwd"),
@@ -55,3 +56,16 @@ def test_the_ci_part_is_small_and_names_real_ops():
     ids = corpus.ids(corpus.CI)
     assert 100 <= len(ids) <= 200
     assert sum(i.startswith("gen:") for i in ids) == corpus.CI.programs
+    assert [i for i in ids if i.startswith("train:")] == [f"train:{name}" for name in training_corpus.PROGRAMS]
+
+
+def test_training_programs_run_in_eager_and_print_as_scripts_that_run():
+    """Each training-step program, and the script --show prints of it, give the same result."""
+    for name in training_corpus.PROGRAMS:
+        s = corpus.sample(f"train:{name}")
+        scope = {"torch": torch}
+        exec(s.source, scope)
+        results = [s.fn(*s.args), scope["fn"](*scope["args"])]
+        flat = [torch.as_tensor(r) for result in results for r in (result if isinstance(result, tuple) else (result,))]
+        half = len(flat) // 2
+        assert all(torch.equal(a, b) for a, b in zip(flat[:half], flat[half:], strict=True)), name

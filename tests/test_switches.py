@@ -85,7 +85,7 @@ def test_switching_off_at_run_time_keeps_status_truthful(genuine):
     switches act on what is decided next; undo() removes the repairs), so status() says
     ``applied`` while they are there, ``upgrade-needed`` while a guard is in force
     (nonlinearize-grid and int32-address-wrap there), ``guarded`` for the guard of a defect no
-    torch_npu fixes (int64-past-int32, float64-as-float32), and ``disabled`` for the rest; NPU_FIXES=1 and apply()
+    torch_npu fixes (int64-past-int32, float64-as-float32, int64-arithmetic), and ``disabled`` for the rest; NPU_FIXES=1 and apply()
     keep the repairs without probing our own wrappers and decide the rest afresh; undo()
     leaves ``undone`` with the defect back."""
     res = run_program("switches", "switched_at_run_time", location=genuine("f8802037a"))
@@ -95,7 +95,8 @@ def test_switching_off_at_run_time_keeps_status_truthful(genuine):
     guards = {n: state for n, state in res["import"].items() if state in ("upgrade-needed", "guarded")}
     assert set(guards) == {f.name for f in all_fixes() if not f.repairable and f.name in needed_at("f8802037a")}
     assert guards == {"nonlinearize-grid": "upgrade-needed", "int32-address-wrap": "upgrade-needed",
-                      "int64-past-int32": "guarded", "float64-as-float32": "guarded"}, res["import"]
+                      "int64-past-int32": "guarded", "float64-as-float32": "guarded",
+                      "int64-arithmetic": "guarded"}, res["import"]
     assert all({f.name: f for f in all_fixes()}[n].install for n in guards)
     assert res["switched_off"] == {n: "applied" if n in applied else guards.get(n, "disabled") for n in res["import"]}
     assert res["applied_again"] == res["import"]

@@ -77,6 +77,7 @@ MODULES = (
     "float64_as_float32",
     "reduction_dim_rewrite",
     "rsplit_bare_store",
+    "int64_arithmetic",
     "te_parallel_ce",
 )
 

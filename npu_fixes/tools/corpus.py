@@ -25,6 +25,8 @@ import random
 from collections.abc import Callable, Iterator
 from typing import Any
 
+from . import training_corpus
+
 #: Dtypes the OpInfo part draws, where an op takes them on CPU.
 DTYPES = ("float32", "bfloat16", "int64", "bool")
 #: Ops whose results are undefined (uninitialised memory): no result to compare.
@@ -74,6 +76,7 @@ class Selection:
     programs: int = 200
     max_numel: int = 1 << 20
     ops: tuple[str, ...] = ()  # OpInfo op names (full names); empty: every op
+    training: bool = True  # the training-step family (training_corpus.py)
 
     def label(self) -> str:
         ops = f"{len(self.ops)} OpInfo ops" if self.ops else "every OpInfo op"
@@ -82,6 +85,7 @@ class Selection:
             f"{'forward and backward' if self.backward else 'forward'}; "
             f"{'static and dynamic' if self.dynamic else 'static'} shapes), "
             f"{self.programs} generated programs (at most {self.max_numel} elements, about a quarter dynamic)"
+            f"{f', {len(training_corpus.PROGRAMS)} training-step programs' if self.training else ''}"
         )
 
 
@@ -403,16 +407,22 @@ def generated(seed: int) -> Program:
     return Program(source, ("torch.manual_seed(0)", make, f"args = (x{values},)"), dynamic, numel)
 
 
-def _generated_sample(sample_id: str) -> Sample:
+def _from_source(sample_id: str, source: str, inputs: tuple[str, ...], dynamic: bool,
+                 backward: bool) -> Sample:
+    """The sample of our own ``source`` (defines ``program``) with ``inputs`` (build ``args``)."""
     import torch
 
-    program = generated(int(sample_id.split(":")[1]))
     scope: dict[str, Any] = {"torch": torch}
-    exec(program.source, scope)  # noqa: S102 - our own generated program
-    for line in program.inputs:
+    exec(source, scope)  # noqa: S102 - our own program
+    for line in inputs:
         exec(line, scope)  # noqa: S102
-    source = program.source + "fn, kwargs = program, {}\n" + "".join(f"{line}\n" for line in program.inputs)
-    return Sample(sample_id, scope["program"], scope["args"], {}, program.dynamic, False, source)
+    script = source + "fn, kwargs = program, {}\n" + "".join(f"{line}\n" for line in inputs)
+    return Sample(sample_id, scope["program"], scope["args"], {}, dynamic, backward, script)
+
+
+def _generated_sample(sample_id: str) -> Sample:
+    program = generated(int(sample_id.split(":")[1]))
+    return _from_source(sample_id, program.source, program.inputs, program.dynamic, False)
 
 
 def generated_ids(selection: Selection) -> Iterator[str]:
@@ -424,9 +434,19 @@ def generated_ids(selection: Selection) -> Iterator[str]:
 # --- the corpus -----------------------------------------------------------------------------
 
 
+def _training_sample(sample_id: str) -> Sample:
+    name = sample_id.split(":", 1)[1]
+    if name not in training_corpus.PROGRAMS:
+        raise ValueError(f"no training-step program {name!r}")
+    program = training_corpus.PROGRAMS[name]
+    return _from_source(sample_id, program.source, program.inputs, program.dynamic, program.backward)
+
+
 def ids(selection: Selection) -> list[str]:
-    """Every sample id of ``selection``: the OpInfo part, then the generated programs."""
-    return [*opinfo_ids(selection), *generated_ids(selection)]
+    """Every sample id of ``selection``: the OpInfo part, the generated programs, then the
+    training-step family."""
+    training = [f"train:{name}" for name in training_corpus.PROGRAMS] if selection.training else []
+    return [*opinfo_ids(selection), *generated_ids(selection), *training]
 
 
 def sample(sample_id: str) -> Sample:
@@ -437,10 +457,12 @@ def sample(sample_id: str) -> Sample:
             return _opinfo_sample(sample_id)
         if kind == "gen" and seed.isdigit():
             return _generated_sample(sample_id)
+        if kind == "train":
+            return _training_sample(sample_id)
         why = "unknown form"
     except ValueError as exc:
         why = str(exc)
     raise ValueError(
         f"{sample_id!r} is no sample id of the corpus ({why}; ids are opinfo:<op>:<variant>:<dtype>:"
-        "<fwd|bwd>:<static|dynamic>:<n> or gen:<seed>)"
+        "<fwd|bwd>:<static|dynamic>:<n>, gen:<seed> or train:<name>)"
     )
