@@ -39,6 +39,11 @@ PROGRAMS = {
         "    x1, x2 = x[..., ::2], x[..., 1::2]\n"
         "    return torch.stack([x1 * cos - x2 * sin, x1 * sin + x2 * cos], -1).flatten(-2)\n",
         _ROPE_INPUTS, backward=True),
+    "rope-interleaved-dynamic": TrainingProgram(
+        "def program(x, cos, sin):\n"
+        "    x1, x2 = x[..., ::2], x[..., 1::2]\n"
+        "    return torch.stack([x1 * cos - x2 * sin, x1 * sin + x2 * cos], -1).flatten(-2)\n",
+        _ROPE_INPUTS, backward=True, dynamic=True),
     # rotary embedding, GPT-NeoX / HF LLaMA style: rotate halves
     "rope-halves": TrainingProgram(
         "def program(x, cos, sin):\n"
@@ -58,6 +63,12 @@ PROGRAMS = {
         "    return torch.nn.functional.cross_entropy(logits[..., :-1, :].reshape(-1, vocab),\n"
         "                                             labels[..., 1:].reshape(-1), ignore_index=-100)\n",
         _LOGITS, backward=True),
+    "shifted-cross-entropy-dynamic": TrainingProgram(
+        "def program(logits, labels):\n"
+        "    vocab = logits.shape[-1]\n"
+        "    return torch.nn.functional.cross_entropy(logits[..., :-1, :].reshape(-1, vocab),\n"
+        "                                             labels[..., 1:].reshape(-1), ignore_index=-100)\n",
+        _LOGITS, backward=True, dynamic=True),
     "label-smoothing-cross-entropy": TrainingProgram(
         "def program(logits, labels):\n"
         "    return torch.nn.functional.cross_entropy(logits.flatten(0, 1), labels.flatten(),\n"
