@@ -26,6 +26,7 @@
 from __future__ import annotations
 
 import ast
+import functools
 import inspect
 import re
 import textwrap
@@ -47,6 +48,7 @@ _KEPT = re.compile(r", (\d+) \)")
 _CALLEE = re.compile(r"[\w.]+$")
 
 
+@functools.cache
 def reductions() -> frozenset[str]:
     """The calls whose last integer argument is a reduction dimension: ``tl``'s reductions
     and the functions of Inductor's ``triton_helpers`` with a ``dim`` or ``axis`` parameter."""
