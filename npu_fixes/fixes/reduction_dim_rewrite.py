@@ -8,8 +8,9 @@
   ``tl.maximum(... triton_helpers.div_floor_integer(...) ..., 0)`` becomes
   ``tl.maximum(..., 4)``, and lanes whose address is 1 to 3 load element 4. The backward of
   RoPE's interleaved rotation (``x[..., ::2]``, ``x[..., 1::2]``, ``torch.stack(...,
-  -1).flatten(-2)``: a ``slice_backward`` of a stride-2 slice) comes out silently wrong.
-  Every state and both wheels.
+  -1).flatten(-2)``: a ``slice_backward`` of a stride-2 slice) comes out silently wrong
+  (2.2 off at bafc50684 with every other fix). The code is at every state and both wheels; at
+  8bfbb9ed1 the rotation is generated otherwise and is right.
 - **Where**: ``codegen.triton.NPUTritonScheduling._apply_linearize``.
 - **Probe**: does the live method's own code (unwrapped) hold that line-wide replace of
   ``, {old})`` on lines picked by ``triton_helpers.``, and is no layer of this fix around
