@@ -43,7 +43,7 @@ from .shared.narrowing import (
     is_dense,
     launch_and_write_back,
     narrow_like,
-    probe_wrapper,
+    seen_by_kernel,
     with_launcher_attrs,
 )
 
@@ -105,15 +105,8 @@ def probe(module: types.ModuleType) -> Probe:
     cast in place of the module's memoised one, so no module cache is touched."""
     import torch
 
-    seen: list[list[int]] = []
-
-    def launcher(in_out_ptr0: Any, xnumel: int, stream: Any = None) -> None:
-        seen.append(in_out_ptr0.tolist())
-
-    launcher._npu_def_args = ["in_out_ptr0", "xnumel"]  # type: ignore[attr-defined]
     buffer = torch.full((4,), 474, dtype=torch.int64)
-    wrap = probe_wrapper(module, TARGET)
-    wrap(launcher, {"in_out_ptr0": "*i64"}, ["in_out_ptr0"])(buffer, 4, stream=None)
+    seen = seen_by_kernel(module, TARGET, "in_out_ptr0", "*i64", buffer, ["in_out_ptr0"])
     after = buffer.tolist()
     if seen != [[474] * 4] or after != [474] * 4:
         return Probe(True, f"in/out int64 [474]*4 reached the kernel as {seen} and left {after}")

@@ -26,7 +26,7 @@ from typing import Any
 from ..shim.catalogue import EVERYWHERE, NOT_FIXED, About
 from ..shim.fix import Fix, Probe
 from ..shim.patcher import Patcher
-from .shared.narrowing import kernel_name, layer_launchers, probe_wrapper
+from .shared.narrowing import kernel_name, layer_launchers, seen_by_kernel
 
 TARGET = "_wrap_launcher_with_downcast"
 WORKAROUND = ("compute what needs float64 outside compiled code (`torch.compiler.disable`), or in "
@@ -56,16 +56,10 @@ def probe(module: types.ModuleType) -> Probe:
     memoised one) and launch it on a float64 tensor holding ``2**30 + 0.25``."""
     import torch
 
-    seen: list[list[float]] = []
-
-    def launcher(in_ptr0: Any, xnumel: int, stream: Any = None) -> None:
-        seen.append(in_ptr0.tolist())
-
-    launcher._npu_def_args = ["in_ptr0", "xnumel"]  # type: ignore[attr-defined]
     with warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always", Float64AsFloat32Warning)
-        probe_wrapper(module, TARGET)(launcher, {"in_ptr0": "*fp64"}, [])(
-            torch.tensor([PROBE_VALUE], dtype=torch.float64), 1, stream=None)
+        value = torch.tensor([PROBE_VALUE], dtype=torch.float64)
+        seen = seen_by_kernel(module, TARGET, "in_ptr0", "*fp64", value)
     said = [str(w.message) for w in caught if issubclass(w.category, Float64AsFloat32Warning)]
     if said:
         return Probe(False, f"a float64 argument computed in float32 is named: {said[0][:60]}...")

@@ -50,7 +50,7 @@ from .shared.narrowing import (
     is_capturing,
     kernel_name,
     layer_launchers,
-    probe_wrapper,
+    seen_by_kernel,
     with_launcher_attrs,
 )
 
@@ -220,15 +220,8 @@ def probe(module: types.ModuleType) -> Probe:
     memoised one) and launch it on an int64 tensor holding ``2**31 + 7``."""
     import torch
 
-    seen: list[list[int]] = []
-
-    def launcher(in_ptr0: Any, xnumel: int, stream: Any = None) -> None:
-        seen.append(in_ptr0.tolist())
-
-    launcher._npu_def_args = ["in_ptr0", "xnumel"]  # type: ignore[attr-defined]
-    wrap = probe_wrapper(module, TARGET)
     try:
-        wrap(launcher, {"in_ptr0": "*i64"}, [])(torch.tensor([PROBE_VALUE]), 1, stream=None)
+        seen = seen_by_kernel(module, TARGET, "in_ptr0", "*i64", torch.tensor([PROBE_VALUE]))
     except OverflowError as exc:
         return Probe(False, f"an int64 value past int32 stops the launch: {exc}")
     if seen != [[PROBE_VALUE]]:

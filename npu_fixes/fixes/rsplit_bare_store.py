@@ -28,7 +28,7 @@ from typing import Any
 from ..shim.catalogue import EVERYWHERE, NOT_FIXED, About
 from ..shim.fix import Fix, Probe
 from ..shim.patcher import Patcher
-from .shared.rsplit import partial_stage_kernel
+from .shared.rsplit import partial_rewrite
 
 TARGET = "NPUTritonKernel._npu_rewrite_rsplit_partial_body"
 #: The partial stage of a full sum whose reduction tree was promoted, before the rewrite:
@@ -91,8 +91,7 @@ def install(module: types.ModuleType, patcher: Patcher) -> None:
 
 def probe(module: types.ModuleType) -> Probe:
     """Run the live rewrite on :data:`PROBE_SOURCE`: is its store still aimed at the output?"""
-    rewrite = getattr(module.NPUTritonKernel, TARGET.rpartition(".")[2])
-    src = rewrite(partial_stage_kernel(module), PROBE_SOURCE)
+    src = partial_rewrite(module, PROBE_SOURCE)
     store = next((line.strip() for line in src.splitlines() if "tl.store(" in line), "no store")
     if "tl.store(out_ptr0 " in store:
         return Probe(True, f"the partial stage of a promoted split sum keeps its store on the output: "

@@ -33,7 +33,7 @@ from typing import Any
 from ..shim.catalogue import EVERYWHERE, NOT_FIXED, About
 from ..shim.fix import Fix, Probe
 from ..shim.patcher import Patcher
-from .shared.rsplit import partial_stage_kernel
+from .shared.rsplit import partial_rewrite
 
 TARGET = "NPUTritonKernel._npu_rewrite_rsplit_partial_body"
 #: ``r0__per_core = (r0_numel + rsplit_nsplit - 1) // rsplit_nsplit`` (8bfbb9ed1: ``total_thread``)
@@ -98,8 +98,7 @@ def install(module: types.ModuleType, patcher: Patcher) -> None:
 def probe(module: types.ModuleType) -> Probe:
     """Run the live rewrite on :data:`PROBE_SOURCE`: does a block of the result run past its
     core's slice?"""
-    rewrite = getattr(module.NPUTritonKernel, TARGET.rpartition(".")[2])
-    src = rewrite(partial_stage_kernel(module), PROBE_SOURCE)
+    src = partial_rewrite(module, PROBE_SOURCE)
     loop = next((line.strip() for line in src.splitlines() if "for r0_offset in" in line), "no loop")
     if aligned(src) is not None:
         return Probe(True, f"a split sum of 65536 with its mask dropped walks {loop} over slices of "

@@ -32,18 +32,20 @@ _LOGITS = ("torch.manual_seed(0)", "logits = torch.randn(2, 1024, 32)",
 _LABELS = ("torch.manual_seed(0)", "labels = torch.randint(0, 50, (8, 4096))",
            "labels[torch.rand(8, 4096) < 0.3] = -100", "args = (labels,)")
 
+_INTERLEAVED_ROPE = ("def program(x, cos, sin):\n"
+                     "    x1, x2 = x[..., ::2], x[..., 1::2]\n"
+                     "    return torch.stack([x1 * cos - x2 * sin, x1 * sin + x2 * cos], -1).flatten(-2)\n")
+_SHIFTED_CROSS_ENTROPY = (
+    "def program(logits, labels):\n"
+    "    vocab = logits.shape[-1]\n"
+    "    return torch.nn.functional.cross_entropy(logits[..., :-1, :].reshape(-1, vocab),\n"
+    "                                             labels[..., 1:].reshape(-1), ignore_index=-100)\n")
+_TOKEN_COUNT = "def program(labels):\n    return (labels[..., 1:] != -100).sum()\n"
+
 PROGRAMS = {
     # rotary embedding, GPT-J / LLaMA-reference style: rotate interleaved pairs
-    "rope-interleaved": TrainingProgram(
-        "def program(x, cos, sin):\n"
-        "    x1, x2 = x[..., ::2], x[..., 1::2]\n"
-        "    return torch.stack([x1 * cos - x2 * sin, x1 * sin + x2 * cos], -1).flatten(-2)\n",
-        _ROPE_INPUTS, backward=True),
-    "rope-interleaved-dynamic": TrainingProgram(
-        "def program(x, cos, sin):\n"
-        "    x1, x2 = x[..., ::2], x[..., 1::2]\n"
-        "    return torch.stack([x1 * cos - x2 * sin, x1 * sin + x2 * cos], -1).flatten(-2)\n",
-        _ROPE_INPUTS, backward=True, dynamic=True),
+    "rope-interleaved": TrainingProgram(_INTERLEAVED_ROPE, _ROPE_INPUTS, backward=True),
+    "rope-interleaved-dynamic": TrainingProgram(_INTERLEAVED_ROPE, _ROPE_INPUTS, backward=True, dynamic=True),
     # rotary embedding, GPT-NeoX / HF LLaMA style: rotate halves
     "rope-halves": TrainingProgram(
         "def program(x, cos, sin):\n"
@@ -51,24 +53,10 @@ PROGRAMS = {
         "    return torch.cat([x1 * cos - x2 * sin, x1 * sin + x2 * cos], -1)\n",
         _ROPE_INPUTS, backward=True),
     # causal-LM loss: shift so that tokens < n predict n
-    "shifted-cross-entropy": TrainingProgram(
-        "def program(logits, labels):\n"
-        "    vocab = logits.shape[-1]\n"
-        "    return torch.nn.functional.cross_entropy(logits[..., :-1, :].reshape(-1, vocab),\n"
-        "                                             labels[..., 1:].reshape(-1), ignore_index=-100)\n",
-        _LOGITS),
-    "shifted-cross-entropy-backward": TrainingProgram(
-        "def program(logits, labels):\n"
-        "    vocab = logits.shape[-1]\n"
-        "    return torch.nn.functional.cross_entropy(logits[..., :-1, :].reshape(-1, vocab),\n"
-        "                                             labels[..., 1:].reshape(-1), ignore_index=-100)\n",
-        _LOGITS, backward=True),
-    "shifted-cross-entropy-dynamic": TrainingProgram(
-        "def program(logits, labels):\n"
-        "    vocab = logits.shape[-1]\n"
-        "    return torch.nn.functional.cross_entropy(logits[..., :-1, :].reshape(-1, vocab),\n"
-        "                                             labels[..., 1:].reshape(-1), ignore_index=-100)\n",
-        _LOGITS, backward=True, dynamic=True),
+    "shifted-cross-entropy": TrainingProgram(_SHIFTED_CROSS_ENTROPY, _LOGITS),
+    "shifted-cross-entropy-backward": TrainingProgram(_SHIFTED_CROSS_ENTROPY, _LOGITS, backward=True),
+    "shifted-cross-entropy-dynamic": TrainingProgram(_SHIFTED_CROSS_ENTROPY, _LOGITS, backward=True,
+                                                     dynamic=True),
     "label-smoothing-cross-entropy": TrainingProgram(
         "def program(logits, labels):\n"
         "    return torch.nn.functional.cross_entropy(logits.flatten(0, 1), labels.flatten(),\n"
@@ -78,9 +66,9 @@ PROGRAMS = {
         backward=True),
     # the number of tokens a loss is averaged over (Megatron's loss mask sum)
     "token-count": TrainingProgram(
-        "def program(labels):\n    return (labels[..., 1:] != -100).sum()\n", _LABELS),
+        _TOKEN_COUNT, _LABELS),
     "token-count-dynamic": TrainingProgram(
-        "def program(labels):\n    return (labels[..., 1:] != -100).sum()\n", _LABELS, dynamic=True),
+        _TOKEN_COUNT, _LABELS, dynamic=True),
     # where each token's label sits in flat [tokens, vocabulary] logits: past 2^31
     "label-offsets": TrainingProgram(
         "def program(labels):\n"

@@ -10,22 +10,18 @@ NAME = "reduction-dim-rewrite"
 
 
 def _interleaved(x, cos, sin):
+    import torch
+
     x1, x2 = x[..., ::2], x[..., 1::2]
-    return torch_stack_flat(x1 * cos - x2 * sin, x1 * sin + x2 * cos)
+    return torch.stack([x1 * cos - x2 * sin, x1 * sin + x2 * cos], -1).flatten(-2)
 
 
 def _halves(x, cos, sin):
+    import torch
+
     half = x.shape[-1] // 2
     x1, x2 = x[..., :half], x[..., half:]
-    import torch
-
     return torch.cat([x1 * cos - x2 * sin, x1 * sin + x2 * cos], -1)
-
-
-def torch_stack_flat(a, b):
-    import torch
-
-    return torch.stack([a, b], -1).flatten(-2)
 
 
 def _gradient(rotate):

@@ -173,3 +173,19 @@ def probe_wrapper(module: Any, target: str) -> Callable[..., Any]:
 
     return with_globals(inspect.getattr_static(module, target),
                         {"_memoized_downcast": lambda src, dtype: src.to(dtype)})
+
+
+def seen_by_kernel(module: Any, target: str, name: str, kind: str, tensor: Any,
+                   mutated: Collection[str] = ()) -> list[Any]:
+    """What a kernel of one argument ``name`` (signature type ``kind``) sees of ``tensor``
+    (``tolist()``, one entry per launch) when its launcher, wrapped by :func:`probe_wrapper`'s
+    copy of the live ``target`` with ``mutated`` as the mutated arguments, is launched once."""
+    seen: list[Any] = []
+
+    def launcher(*args: Any, stream: Any = None) -> None:
+        seen.append(args[0].tolist())
+
+    launcher._npu_def_args = [name, "xnumel"]  # type: ignore[attr-defined]
+    probe_wrapper(module, target)(launcher, {name: kind}, list(mutated))(tensor, tensor.numel(), stream=None)
+    return seen
+

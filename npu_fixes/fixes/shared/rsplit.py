@@ -1,7 +1,7 @@
 """The rsplit predicate: narrow the cross-core split predicate
 ``_npu_rsplit_outer_applicable``, and ask the live one about stand-in kernels (rsplit-outer,
-rsplit-nonsum, rsplit-nested-range, rsplit-epilogue, rsplit-inner-static); a stand-in of a
-split's partial stage for the live source rewrite (rsplit-slice-tail, rsplit-bare-store)."""
+rsplit-nonsum, rsplit-nested-range, rsplit-epilogue, rsplit-inner-static); the live partial-stage
+source rewrite on a stand-in kernel (rsplit-slice-tail, rsplit-bare-store)."""
 
 from __future__ import annotations
 
@@ -90,10 +90,10 @@ def narrow_predicate(module: types.ModuleType, patcher: Patcher, allows: Callabl
     patcher.wrap_path(module, TARGET, narrowed)
 
 
-def partial_stage_kernel(module: types.ModuleType) -> Any:
-    """A kernel of the live class set up as a split sum's partial stage, for its
-    ``_npu_rewrite_rsplit_partial_body``: one reduction tree ``r0_``, output ``out_ptr0``,
-    workspace ``ws_ptr`` of one float32 row."""
+def partial_rewrite(module: types.ModuleType, source: str) -> str:
+    """``source`` through the live ``NPUTritonKernel._npu_rewrite_rsplit_partial_body`` of a
+    kernel of the live class set up as a split sum's partial stage: one reduction tree
+    ``r0_``, output ``out_ptr0``, workspace ``ws_ptr`` of one float32 row."""
     import torch
 
     NS = types.SimpleNamespace
@@ -102,4 +102,4 @@ def partial_stage_kernel(module: types.ModuleType) -> Any:
     kernel.npu_rsplit_ws = ("ws_ptr", 0, "1", torch.float32)
     kernel.range_trees = [NS(is_reduction=False, prefix="x"), NS(is_reduction=True, prefix="r0_")]
     kernel.args = NS(output_buffers={"buf0": "out_ptr0"}, inplace_buffers={})
-    return kernel
+    return module.NPUTritonKernel._npu_rewrite_rsplit_partial_body(kernel, source)
